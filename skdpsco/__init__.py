@@ -1,0 +1,18 @@
+"""skdpsco: differentially private linear models with the scikit-learn API.
+
+Every estimator releases a model with an ``(epsilon, delta)``-DP guarantee under
+replace-one neighbouring datasets, with no bound read from the private data.
+"""
+
+from . import datasets, exceptions, privacy
+from ._estimators._heavy_tailed import HeavyTailedDPLogistic, HeavyTailedDPRidge
+
+__version__ = "0.1.0.dev0"
+
+#: Every public estimator class (tests and tools discover estimators from this list).
+__all__ = [
+    "HeavyTailedDPLogistic",
+    "HeavyTailedDPRidge",
+]
+
+_SUBMODULES = (datasets, exceptions, privacy)

@@ -1,0 +1,1 @@
+"""Estimators: validate, assemble (loss, oracle, constraint, solver), store; no math."""

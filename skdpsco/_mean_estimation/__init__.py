@@ -1,0 +1,11 @@
+"""DP estimators of the mean of per-sample gradients ("mean oracles").
+
+An oracle is calibrated once from public quantities (``n``, the parameter shape, a
+per-call zCDP budget) and then called once per iteration with the design and the
+per-sample derivatives ``u_i`` of the loss at the current iterate; the per-sample
+gradient is ``u_i (outer) x~_i``.
+"""
+
+from ._clipped import ClippedMeanOracle
+
+__all__ = ["ClippedMeanOracle"]

@@ -1,0 +1,6 @@
+"""Optimisation loops that consume a mean oracle; they never read rows themselves."""
+
+from ._design import LinearDesign
+from ._gradient_descent import SolverResult, noisy_gradient_descent
+
+__all__ = ["LinearDesign", "SolverResult", "noisy_gradient_descent"]

@@ -1,0 +1,105 @@
+"""The scale-out seam: row-chunked aggregates of a linear model's design matrix.
+
+A solver never loops over rows itself. For a linear model the per-sample gradient is
+``u_i (outer) x~_i`` with ``x~_i = [x_i, 1]`` when an intercept is fitted, so all a
+solver needs per iteration is: the linear predictions ``X~ W``, the row norms
+``||x~_i||``, and weighted row sums ``X~^T C`` for an ``(n,)`` or ``(n, K)`` array of
+per-sample coefficients ``C``. None of these materialises an ``n x d`` array beyond
+one row chunk. Today the chunks are numpy / scipy.sparse row blocks; a dask-backed
+design would implement the same four methods.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["LinearDesign"]
+
+#: Rows per chunk for the aggregates that need a temporary as large as the chunk.
+DEFAULT_CHUNK_ROWS = 65536
+
+#: Linear predictions are clipped to this magnitude so that an overflowing row never
+#: turns into NaN downstream (inf - inf in a softmax).
+_Z_MAX = 1e300
+
+
+class LinearDesign:
+    """The design matrix ``X~ = [X, 1]`` (intercept column implicit).
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n_samples, n_features)
+        Validated, finite, float64.
+    fit_intercept : bool
+        Append an implicit constant-1 column.
+    chunk_rows : int, default=65536
+    """
+
+    def __init__(self, X, fit_intercept, chunk_rows=DEFAULT_CHUNK_ROWS):
+        self.X = X
+        self.fit_intercept = bool(fit_intercept)
+        self.chunk_rows = int(chunk_rows)
+        self.n_samples, self.n_features = X.shape
+        self.dim = self.n_features + int(self.fit_intercept)
+        self._row_norms = None
+
+    def _chunks(self):
+        for start in range(0, self.n_samples, self.chunk_rows):
+            yield slice(start, min(start + self.chunk_rows, self.n_samples))
+
+    def predict(self, W):
+        """Linear predictions ``X~ W``: shape (n,) for W (dim,), (n, K) for W (dim, K).
+
+        Overflowing products are mapped to a finite value of the right sign
+        (``+-1e300``), NaN from ``inf - inf`` to 0: a deterministic function of one
+        row and the public ``W``, so every sensitivity bound downstream still holds.
+        """
+        with np.errstate(over="ignore", invalid="ignore"):
+            Z = self.X @ W[: self.n_features]
+            if self.fit_intercept:
+                Z = Z + W[self.n_features]
+        Z = np.asarray(Z, dtype=float)
+        return np.nan_to_num(Z, nan=0.0, posinf=_Z_MAX, neginf=-_Z_MAX, copy=False)
+
+    def row_norms(self):
+        """l2 norms ``||x~_i||`` (cached), computed with per-row scaling.
+
+        Rows with entries near 1e300 do not overflow while their norm is
+        representable; a norm beyond the float range is ``inf``.
+        """
+        if self._row_norms is None:
+            out = np.empty(self.n_samples)
+            for rows in self._chunks():
+                block = self.X[rows]
+                if sp.issparse(block):
+                    block = sp.csr_matrix(block)
+                    scale = np.asarray(abs(block).max(axis=1).todense()).ravel()
+                    safe = np.where(scale > 0, scale, 1.0)
+                    scaled = sp.diags(1.0 / safe) @ block
+                    sq = np.asarray(scaled.multiply(scaled).sum(axis=1)).ravel()
+                else:
+                    scale = (
+                        np.max(np.abs(block), axis=1)
+                        if block.shape[1]
+                        else np.zeros(block.shape[0])
+                    )
+                    safe = np.where(scale > 0, scale, 1.0)
+                    scaled = block / safe[:, None]
+                    sq = np.einsum("ij,ij->i", scaled, scaled)
+                with np.errstate(over="ignore"):
+                    norms = safe * np.sqrt(sq)
+                    norms = np.where(scale > 0, norms, 0.0)
+                    if self.fit_intercept:
+                        norms = np.hypot(norms, 1.0)
+                out[rows] = norms
+            self._row_norms = out
+        return self._row_norms
+
+    def weighted_sum(self, C):
+        """``X~^T C``: shape (dim,) for C (n,), (dim, K) for C (n, K)."""
+        C = np.asarray(C, dtype=float)
+        head = self.X.T @ C
+        head = np.asarray(head, dtype=float)
+        if not self.fit_intercept:
+            return head
+        tail = C.sum(axis=0)
+        return np.vstack([head, tail]) if C.ndim == 2 else np.append(head, tail)

@@ -1,0 +1,101 @@
+"""Projected full-batch gradient descent driven by a private mean oracle.
+
+This is the SCOF framework of Kamath, Liu & Zhang (2021, Algorithm 1): at every
+iteration the gradient of the data term is replaced by a private estimate of the mean
+of the ``n`` per-sample gradients, the exact gradient of the public L2 penalty is
+added (post-processing of the private iterate), and the step is projected onto a
+public l2 ball. Step size, iteration count, radius and averaging are public inputs;
+nothing here depends on the data except through the oracle, and the loop always runs
+exactly ``max_iter`` iterations (no data-dependent stopping).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["SolverResult", "noisy_gradient_descent", "project_l2_ball"]
+
+
+@dataclass
+class SolverResult:
+    """Output of a private solver: the released parameters and what they cost."""
+
+    coef: np.ndarray
+    n_iter: int
+    records: list
+
+
+def project_l2_ball(W, radius):
+    """Euclidean projection onto ``{W : ||W||_F <= radius}`` (``radius=None``: identity)."""
+    if radius is None:
+        return W
+    norm = np.linalg.norm(W)
+    if norm > radius:
+        W = W * (radius / norm)
+    return W
+
+
+def noisy_gradient_descent(
+    design,
+    y,
+    loss,
+    oracle,
+    *,
+    n_outputs,
+    rho,
+    max_iter,
+    learning_rate,
+    l2_penalty=0.0,
+    radius=None,
+    averaging="suffix",
+    rng,
+):
+    """Run ``max_iter`` steps of projected DP gradient descent.
+
+    Parameters
+    ----------
+    design : LinearDesign
+    y : ndarray of shape (n,)
+        Targets (regression) or class codes (classification).
+    loss : loss object from :mod:`skdpsco._losses`
+    oracle : mean oracle from :mod:`skdpsco._mean_estimation`
+    n_outputs : int
+        1 (vector parameters) or K (matrix parameters, multinomial).
+    rho : float
+        Total zCDP budget of the data term. Each of the ``max_iter`` oracle calls
+        gets ``rho / max_iter``; zCDP (and exact GDP) composition over the calls
+        gives ``rho`` (Bun & Steinke 2016, Lemma 2.3).
+    max_iter : int
+    learning_rate : float
+    l2_penalty : float
+        Mean-scaled penalty ``lambda``: the objective is
+        ``(1/n) sum_i loss_i + (lambda / 2) ||w||^2``, intercept unpenalised.
+    radius : float or None
+        Public radius of the l2 ball the iterates are projected onto.
+    averaging : {"suffix", "uniform", "last"}
+        Released iterate: mean of the last half (suffix averaging, Rakhlin et al.
+        2012), mean of all ``w_1..w_T`` (Kamath et al. convex case), or ``w_T``
+        (strongly convex case). All are post-processing.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    SolverResult
+    """
+    shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
+    oracle.calibrate(design.n_samples, rho / max_iter)
+    penalised = np.ones(shape)
+    if design.fit_intercept:
+        penalised[design.n_features] = 0.0
+    W = np.zeros(shape)
+    start = {"suffix": max_iter // 2, "uniform": 0, "last": max_iter - 1}[averaging]
+    W_sum = np.zeros(shape)
+    for t in range(max_iter):
+        Z = design.predict(W)
+        U = loss.derivative(Z, y)
+        grad = oracle.estimate(design, U, rng) + l2_penalty * penalised * W
+        W = project_l2_ball(W - learning_rate * grad, radius)
+        if t >= start:
+            W_sum += W
+    coef = W_sum / (max_iter - start)
+    return SolverResult(coef=coef, n_iter=max_iter, records=oracle.records(max_iter))

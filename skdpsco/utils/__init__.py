@@ -1,0 +1,1 @@
+"""Internal utilities (not public API)."""

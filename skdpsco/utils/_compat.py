@@ -1,0 +1,28 @@
+"""The one place that imports scikit-learn's private modules.
+
+scikit-learn's declarative parameter validation (``Interval``, ``StrOptions``) and the ``_fit_context`` decorator live in private modules.
+Importing them here, and nowhere else, keeps an upstream rename a one-file fix.
+"""
+
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import (
+    HasMethods,
+    Interval,
+    InvalidParameterError,
+    Options,
+    StrOptions,
+    validate_params,
+)
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+__all__ = [
+    "HasMethods",
+    "Interval",
+    "InvalidParameterError",
+    "Options",
+    "StrOptions",
+    "_fit_context",
+    "check_is_fitted",
+    "validate_data",
+    "validate_params",
+]

@@ -108,7 +108,7 @@ class MultinomialLoss:
 
 
 def get_loss(name, **params):
-    """Loss object by name: ``"squared"``, ``"huber"``, ``"logistic"``, ``"multinomial"``."""
+    """Loss by name: ``"squared"``, ``"huber"``, ``"logistic"``, ``"multinomial"``."""
     losses = {
         "squared": SquaredLoss,
         "huber": HuberLoss,

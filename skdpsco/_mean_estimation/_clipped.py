@@ -41,7 +41,7 @@ def clip_coefficients(U, row_norms, clip_norm):
 
 
 class ClippedMeanOracle:
-    """Per-sample l2 clipping to ``clip_norm``, mean over the public ``n``, Gaussian noise.
+    """Per-sample l2 clipping to ``clip_norm``, mean over public ``n``, Gaussian noise.
 
     Sensitivity (replace-one, ``n`` public): the clipped mean is
     ``(1/n) sum_i clip(g_i)`` with every ``||clip(g_i)|| <= C``; replacing one record

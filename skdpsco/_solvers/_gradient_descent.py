@@ -26,7 +26,7 @@ class SolverResult:
 
 
 def project_l2_ball(W, radius):
-    """Euclidean projection onto ``{W : ||W||_F <= radius}`` (``radius=None``: identity)."""
+    """Euclidean projection onto ``{W : ||W||_F <= radius}`` (None: identity)."""
     if radius is None:
         return W
     norm = np.linalg.norm(W)

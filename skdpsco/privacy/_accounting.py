@@ -99,7 +99,7 @@ def _check_nonneg(value, name, *, allow_inf=True):
 
 
 def approx_dp_to_zcdp(epsilon, delta):
-    """Largest zCDP budget ``rho`` whose Bun–Steinke conversion gives ``(epsilon, delta)``.
+    """Largest zCDP ``rho`` whose Bun–Steinke conversion gives ``(epsilon, delta)``.
 
     Inverts ``epsilon = rho + 2 sqrt(rho log(1/delta))`` exactly:
     ``rho = (sqrt(log(1/delta) + epsilon) - sqrt(log(1/delta)))^2``, evaluated in the
@@ -180,7 +180,7 @@ def zcdp_to_approx_dp(rho, delta):
 
 
 def compose_zcdp(rhos: Iterable[float]) -> float:
-    """Adaptive composition of zCDP mechanisms: the budgets add (Bun & Steinke, Lemma 2.3)."""
+    """Adaptive zCDP composition: budgets add (Bun & Steinke 2016, Lemma 2.3)."""
     total = 0.0
     for rho in rhos:
         total += _check_nonneg(rho, "rho")
@@ -191,7 +191,7 @@ def compose_zcdp(rhos: Iterable[float]) -> float:
 
 
 def gaussian_delta(epsilon, mu):
-    """Exact ``delta(epsilon)`` of a ``mu``-GDP mechanism (a Gaussian with ``Delta/sigma = mu``).
+    """Exact ``delta(epsilon)`` of a ``mu``-GDP mechanism (``mu = Delta / sigma``).
 
     ``delta = Phi(-epsilon/mu + mu/2) - e^epsilon Phi(-epsilon/mu - mu/2)``, evaluated
     with log-CDFs so that ``e^epsilon`` never overflows.

@@ -38,7 +38,7 @@ def gaussian_noise(rng, sigma, size=None):
 
 
 def laplace_noise(rng, scale, size=None):
-    """Draw Laplace(0, ``scale``) noise of the given size (``scale = 0`` gives zeros)."""
+    """Draw Laplace(0, ``scale``) noise of the given size (``scale=0`` gives zeros)."""
     _check_rng(rng)
     if not (scale >= 0 and math.isfinite(scale)):
         raise ValueError(f"scale must be finite and >= 0, got {scale!r}.")
@@ -63,7 +63,7 @@ def sigma_for_zcdp(sensitivity, rho):
 
 
 class GaussianMechanism:
-    """Release ``value + N(0, sigma^2 I)`` for a query of l2-sensitivity ``sensitivity``.
+    """Release ``value + N(0, sigma^2 I)`` for a query of l2-sensitivity ``Delta``.
 
     Parameters
     ----------

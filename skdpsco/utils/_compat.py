@@ -1,6 +1,7 @@
 """The one place that imports scikit-learn's private modules.
 
-scikit-learn's declarative parameter validation (``Interval``, ``StrOptions``) and the ``_fit_context`` decorator live in private modules.
+scikit-learn's declarative parameter validation (``Interval``, ``StrOptions``) and
+the ``_fit_context`` decorator live in private modules.
 Importing them here, and nowhere else, keeps an upstream rename a one-file fix.
 """
 

@@ -21,7 +21,7 @@ test: lint
 	$(BIN)/python -m pytest -n 2 -q
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -q -m slow --run-slow
+	$(BIN)/python -m pytest -n 2 -q -m slow tests
 
 demo: $(STAMP)
 	$(BIN)/python examples/showcase.py

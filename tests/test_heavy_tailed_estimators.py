@@ -1,0 +1,256 @@
+"""HeavyTailedDPRidge / HeavyTailedDPLogistic: numbers, limits, drop-in behaviour."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.base import clone
+from sklearn.datasets import load_iris, make_classification, make_regression
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
+from skdpsco.privacy import approx_dp_to_gdp
+from skdpsco.privacy._params import _non_private_testing_mode
+
+ALGORITHMS = sorted(HeavyTailedDPRidge._parameter_constraints["algorithm"][0].options)
+
+
+def _regression(n=300, d=4, seed=0):
+    X, y = make_regression(n, d, noise=1.0, random_state=seed)
+    X = StandardScaler().fit_transform(X)
+    return X, (y - y.mean()) / y.std()
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_ridge_non_private_limit_matches_sklearn(algorithm, fit_intercept):
+    X, y = _regression()
+    y = y + 0.7  # a non-zero intercept
+    with _non_private_testing_mode():
+        est = HeavyTailedDPRidge(
+            epsilon=np.inf,
+            algorithm=algorithm,
+            alpha=2.0,
+            clip_norm=1e6,
+            max_iter=400,
+            fit_intercept=fit_intercept,
+            random_state=0,
+        ).fit(X, y)
+    ref = Ridge(alpha=2.0, fit_intercept=fit_intercept).fit(X, y)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-6)
+    assert est.intercept_ == pytest.approx(ref.intercept_, abs=1e-6)
+    assert est.privacy_spent_.epsilon == np.inf
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_logistic_non_private_limit_matches_sklearn(algorithm, n_classes):
+    X, y = make_classification(
+        200,
+        3,
+        n_informative=3,
+        n_redundant=0,
+        n_classes=n_classes,
+        n_clusters_per_class=1,
+        random_state=0,
+    )
+    X = StandardScaler().fit_transform(X)
+    with _non_private_testing_mode():
+        est = HeavyTailedDPLogistic(
+            epsilon=np.inf,
+            algorithm=algorithm,
+            C=0.5,
+            clip_norm=1e6,
+            max_iter=3000,
+            random_state=0,
+        ).fit(X, y)
+    ref = LogisticRegression(C=0.5, tol=1e-12, max_iter=10_000).fit(X, y)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)
+    np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-4)
+    np.testing.assert_allclose(est.predict_proba(X), ref.predict_proba(X), atol=1e-4)
+
+
+def test_clipped_gd_noise_has_the_calibrated_std():
+    # X = 0 and no intercept: every per-sample gradient is 0, so with one step of
+    # size 1 and no penalty coef_ = -noise. The noise std must be the GDP
+    # calibration: mu = sqrt(T) * Delta / sigma with Delta = 2 C / n (replace-one).
+    n, d, clip, eps, delta = 100, 4000, 3.0, 0.7, 1e-6
+    X, y = np.zeros((n, d)), np.ones(n)
+    est = HeavyTailedDPRidge(
+        epsilon=eps,
+        delta=delta,
+        alpha=0.0,
+        clip_norm=clip,
+        max_iter=1,
+        learning_rate=1.0,
+        fit_intercept=False,
+        random_state=1,
+    ).fit(X, y)
+    sigma = (2 * clip / n) / approx_dp_to_gdp(eps, delta)
+    sample = est.coef_
+    # 99.9% chi-square band for the sample variance of d iid N(0, sigma^2) draws.
+    lo, hi = stats.chi2.ppf([0.0005, 0.9995], d) / d
+    assert lo * sigma**2 < np.mean(sample**2) < hi * sigma**2
+    assert abs(sample.mean()) < 4 * sigma / np.sqrt(d)
+    (record,) = est.privacy_spent_.mechanisms
+    assert record.scale == pytest.approx(sigma, rel=1e-9)
+    assert record.sensitivity == pytest.approx(2 * clip / n)
+
+
+@pytest.mark.parametrize("Est", [HeavyTailedDPRidge, HeavyTailedDPLogistic])
+def test_privacy_spent_is_what_was_asked_and_never_more(Est):
+    X, y = _regression(200)
+    if Est is HeavyTailedDPLogistic:
+        y = (y > 0).astype(int)
+    for eps in [0.1, 1.0, 8.0]:
+        est = Est(epsilon=eps, delta=1e-6, max_iter=37, random_state=0).fit(X, y)
+        spent = est.privacy_spent_
+        assert spent.epsilon <= eps
+        assert spent.epsilon == pytest.approx(eps, rel=1e-6)
+        assert spent.delta == 1e-6
+        assert spent.accountant == "gdp"
+        assert sum(r.count for r in spent.mechanisms) == 37 == est.n_iter_
+        assert "replace-one" in spent.neighbouring
+
+
+def test_reproducible_with_seed_and_random_without():
+    X, y = _regression()
+    a = HeavyTailedDPRidge(random_state=3).fit(X, y).coef_
+    b = HeavyTailedDPRidge(random_state=3).fit(X, y).coef_
+    c = HeavyTailedDPRidge(random_state=4).fit(X, y).coef_
+    d = HeavyTailedDPRidge().fit(X, y).coef_
+    e = HeavyTailedDPRidge().fit(X, y).coef_
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+    assert not np.allclose(d, e)
+    g = np.random.default_rng(5)
+    f1 = HeavyTailedDPRidge(random_state=g).fit(X, y).coef_
+    f2 = HeavyTailedDPRidge(random_state=np.random.default_rng(5)).fit(X, y).coef_
+    np.testing.assert_array_equal(f1, f2)
+
+
+def test_noise_std_does_not_depend_on_the_data():
+    # The noise scale is a function of (n, d, epsilon, delta, C, T) only.
+    X1, y1 = _regression(150, seed=1)
+    X2, y2 = 1e6 * _regression(150, seed=2)[0], np.full(150, -1e9)
+    s1 = HeavyTailedDPRidge(random_state=0).fit(X1, y1).privacy_spent_
+    s2 = HeavyTailedDPRidge(random_state=0).fit(X2, y2).privacy_spent_
+    assert s1 == s2
+
+
+def test_clipping_bounds_the_influence_of_an_outlier():
+    # Without noise, one replaced record moves each step's mean gradient by at most
+    # 2C/n, so the whole trajectory moves by at most T * lr * 2C/n.
+    X, y = _regression(200)
+    X2, y2 = X.copy(), y.copy()
+    X2[0], y2[0] = 1e8, -1e12
+    kw = dict(epsilon=np.inf, max_iter=20, learning_rate=0.5, alpha=0.0)
+    with _non_private_testing_mode():
+        a = HeavyTailedDPRidge(**kw).fit(X, y)
+        b = HeavyTailedDPRidge(**kw).fit(X2, y2)
+    move = np.linalg.norm(np.append(a.coef_ - b.coef_, a.intercept_ - b.intercept_))
+    assert move <= 20 * 0.5 * 2 * 1.0 / 200 + 1e-12
+    assert move > 0
+
+
+@pytest.mark.parametrize("Est", [HeavyTailedDPRidge, HeavyTailedDPLogistic])
+def test_extreme_values_give_finite_coefficients(Est):
+    rng = np.random.default_rng(0)
+    X = rng.standard_t(1.5, size=(100, 3))
+    X[0] = [1e300, -1e300, 1e308]
+    y = rng.standard_t(1.5, size=100)
+    y[1] = 1e300
+    if Est is HeavyTailedDPLogistic:
+        y = (y > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        est = Est(random_state=0).fit(X, y)
+    assert np.all(np.isfinite(est.coef_)) and np.all(np.isfinite(est.intercept_))
+    assert np.all(np.isfinite(est.predict(X[1:])))
+
+
+def test_logistic_shapes_and_probabilities():
+    X, y = make_classification(300, 5, n_informative=3, n_classes=3, random_state=0)
+    clf = HeavyTailedDPLogistic(epsilon=4.0, random_state=0).fit(X, y)
+    assert clf.coef_.shape == (3, 5) and clf.intercept_.shape == (3,)
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_allclose(np.exp(clf.predict_log_proba(X)), proba, rtol=1e-12)
+    np.testing.assert_array_equal(clf.predict(X), clf.classes_[proba.argmax(1)])
+    yb = (y > 0).astype(int)
+    clfb = HeavyTailedDPLogistic(epsilon=4.0, random_state=0).fit(X, yb)
+    assert clfb.coef_.shape == (1, 5) and clfb.intercept_.shape == (1,)
+    assert clfb.decision_function(X).shape == (300,)
+    assert clfb.score(X, yb) > 0.7
+
+
+def test_public_classes_parameter():
+    X, y = make_classification(200, 3, n_informative=2, n_redundant=0, random_state=0)
+    labels = np.array(["no", "yes"])[y]
+    clf = HeavyTailedDPLogistic(classes=["yes", "no", "maybe"], random_state=0)
+    clf.fit(X, labels)
+    # The public label set fixes K (multinomial, 3 outputs) whatever y contains.
+    np.testing.assert_array_equal(clf.classes_, ["maybe", "no", "yes"])
+    assert clf.coef_.shape == (3, 3)
+    with pytest.raises(ValueError, match="not in the public 'classes'"):
+        HeavyTailedDPLogistic(classes=["no", "maybe"]).fit(X, labels)
+    # With a public label set, a sample that happens to hold one class still fits.
+    HeavyTailedDPLogistic(classes=["no", "yes"], random_state=0).fit(
+        X, np.full(200, "no")
+    )
+
+
+def test_logistic_regression_drop_in_script():
+    """Code written for LogisticRegression runs with only the class name changed."""
+    X, y = load_iris(return_X_y=True)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    pipe = make_pipeline(StandardScaler(), HeavyTailedDPLogistic(random_state=0))
+    pipe.fit(X, names)
+    assert set(pipe.predict(X)) <= set(names)
+    assert pipe.score(X, names) > 0.7
+    np.testing.assert_allclose(pipe.predict_proba(X).sum(axis=1), 1.0)
+    search = GridSearchCV(
+        make_pipeline(StandardScaler(), HeavyTailedDPLogistic(random_state=0)),
+        {"heavytaileddplogistic__C": [0.1, 1.0, 10.0]},
+        cv=3,
+        n_jobs=2,
+    ).fit(X, names)
+    assert search.best_params_["heavytaileddplogistic__C"] in (0.1, 1.0, 10.0)
+    scores = cross_val_score(HeavyTailedDPLogistic(random_state=0), X, names, cv=3)
+    assert scores.shape == (3,)
+    restored = pickle.loads(pickle.dumps(pipe))
+    np.testing.assert_array_equal(restored.predict(X), pipe.predict(X))
+    assert clone(pipe).get_params()["heavytaileddplogistic__random_state"] == 0
+
+
+def test_feature_names_are_kept():
+    pd = pytest.importorskip("pandas")
+    X, y = _regression()
+    df = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    est = HeavyTailedDPRidge(random_state=0).fit(df, y)
+    np.testing.assert_array_equal(est.feature_names_in_, df.columns)
+
+
+def test_ridge_alpha_means_what_it_means_in_sklearn():
+    # A larger alpha shrinks the non-private solution exactly as in Ridge.
+    X, y = _regression()
+    with _non_private_testing_mode():
+        est = HeavyTailedDPRidge(
+            epsilon=np.inf, alpha=300.0, clip_norm=1e6, max_iter=300
+        ).fit(X, y)
+    np.testing.assert_allclose(est.coef_, Ridge(alpha=300.0).fit(X, y).coef_, atol=1e-8)
+
+
+def test_private_fit_is_useful_on_heavy_tailed_data():
+    from skdpsco.datasets import make_heavy_tailed_regression
+
+    X, y, coef = make_heavy_tailed_regression(20_000, 5, random_state=0)
+    est = HeavyTailedDPRidge(epsilon=1.0, random_state=0).fit(X, y)
+    # Clipping bounds each record's influence; with lognormal noise the slope is
+    # still recovered (the intercept absorbs the skew).
+    assert np.linalg.norm(est.coef_ - coef) < 0.1

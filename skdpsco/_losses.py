@@ -25,10 +25,14 @@ class SquaredLoss:
         return 1
 
     def value(self, z, y):
-        return 0.5 * (z - y) ** 2
+        with np.errstate(over="ignore"):
+            return 0.5 * (z - y) ** 2
 
     def derivative(self, z, y):
-        return z - y
+        # |z|, |y| can each be near the float limit; the overflow to +-inf is then
+        # clipped to norm C by the oracle (clip_coefficients), never used raw.
+        with np.errstate(over="ignore"):
+            return z - y
 
 
 class HuberLoss:
@@ -56,7 +60,8 @@ class HuberLoss:
         return np.where(r <= c, 0.5 * r**2, c * r - 0.5 * c**2)
 
     def derivative(self, z, y):
-        return np.clip(z - y, -self.threshold, self.threshold)
+        with np.errstate(over="ignore"):
+            return np.clip(z - y, -self.threshold, self.threshold)
 
 
 class LogisticLoss:

@@ -49,8 +49,8 @@ class LinearDesign:
     def predict(self, W):
         """Linear predictions ``X~ W``: shape (n,) for W (dim,), (n, K) for W (dim, K).
 
-        Overflowing products are mapped to a finite value of the right sign
-        (``+-1e300``), NaN from ``inf - inf`` to 0: a deterministic function of one
+        Predictions are clipped to ``[-1e300, 1e300]`` (overflowing products keep
+        their sign), NaN from ``inf - inf`` becomes 0: a deterministic function of one
         row and the public ``W``, so every sensitivity bound downstream still holds.
         """
         with np.errstate(over="ignore", invalid="ignore"):
@@ -58,7 +58,8 @@ class LinearDesign:
             if self.fit_intercept:
                 Z = Z + W[self.n_features]
         Z = np.asarray(Z, dtype=float)
-        return np.nan_to_num(Z, nan=0.0, posinf=_Z_MAX, neginf=-_Z_MAX, copy=False)
+        Z = np.nan_to_num(Z, nan=0.0, posinf=_Z_MAX, neginf=-_Z_MAX, copy=False)
+        return np.clip(Z, -_Z_MAX, _Z_MAX, out=Z)
 
     def row_norms(self):
         """l2 norms ``||x~_i||`` (cached), computed with per-row scaling.

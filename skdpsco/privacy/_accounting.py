@@ -172,7 +172,7 @@ def zcdp_to_approx_dp(rho, delta):
     --------
     >>> from skdpsco.privacy import zcdp_to_approx_dp
     >>> round(zcdp_to_approx_dp(0.5, 1e-5), 4)
-    5.2984
+    5.2985
     """
     rho = _check_nonneg(rho, "rho")
     delta = _check_delta(delta)
@@ -610,7 +610,10 @@ def account_records(records, delta):
     -------
     epsilon : float
     rho : float or None
-        zCDP parameter of the composition, if every mechanism is zCDP.
+        zCDP parameter of the composition, if every mechanism is zCDP. An
+        ``"approx_dp"`` record with ``delta_i > 0`` is not zCDP, so its presence
+        makes ``rho`` None; one with ``delta_i = 0`` is pure ``epsilon_i``-DP, hence
+        ``epsilon_i^2 / 2``-zCDP (Bun & Steinke 2016, Prop 1.4), and adds that.
     accountant : str
     """
     delta = _check_delta(delta, allow_zero=True)
@@ -621,8 +624,16 @@ def account_records(records, delta):
     delta_rest = delta - math.fsum(r.count * r.delta for r in approx)
     if delta_rest < 0:
         raise ValueError("delta is smaller than the deltas the mechanisms spent.")
+    # zCDP of the approx_dp records: pure ones are eps^2/2-zCDP (Bun & Steinke 2016,
+    # Prop 1.4); one with delta_i > 0 is not zCDP at all, and then neither is the
+    # composition, so no rho may be reported for it.
+    rhos_approx = [
+        r.count * r.epsilon**2 / 2.0 if r.delta == 0 or r.count == 0 else None
+        for r in approx
+    ]
     if not rest:
-        return eps_approx, None, "basic"
+        rho = None if any(x is None for x in rhos_approx) else math.fsum(rhos_approx)
+        return eps_approx, rho, "basic"
 
     candidates = []
     rhos = [_record_rho(r) for r in rest]
@@ -651,6 +662,12 @@ def account_records(records, delta):
     eps, how = min(candidates, key=lambda c: c[0])
     if approx:
         how = f"{how}+basic"
+        if rho is not None:
+            rho = (
+                None
+                if any(x is None for x in rhos_approx)
+                else rho + math.fsum(rhos_approx)
+            )
     return eps + eps_approx, rho, how
 
 

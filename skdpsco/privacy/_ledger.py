@@ -131,8 +131,21 @@ def _collect_spent(obj, out):
     steps = getattr(obj, "steps", None)
     if steps is not None:  # a fitted Pipeline: every step saw the same records
         for _, step in steps:
-            if step is not None and step != "passthrough":
+            if step is None or isinstance(step, str):  # None or "passthrough"
+                continue
+            if (
+                isinstance(getattr(step, "privacy_spent_", None), PrivacySpent)
+                or getattr(step, "steps", None) is not None
+            ):
                 _collect_spent(step, out)
+            elif hasattr(step, "epsilon") and hasattr(step, "delta"):
+                # A DP estimator without a record has not been fitted: skipping it
+                # could understate the total.
+                raise TypeError(
+                    f"Pipeline step {type(step).__name__} has a privacy budget but "
+                    "no privacy_spent_: fit the Pipeline first."
+                )
+            # Other steps (transformers that spend no privacy) contribute nothing.
         return
     if isinstance(obj, PrivacySpent):
         out.append(obj)

@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check skdpsco tests benchmarks examples
+	$(BIN)/ruff check .
 
 test: lint
 	$(BIN)/python -m pytest -n 2 -q

@@ -96,3 +96,18 @@ def test_clipped_mean_noise_std_and_multinomial_shape():
     assert lo * sigma**2 < np.mean(out**2) < hi * sigma**2
     (rec,) = oracle.records(7)
     assert rec.count == 7 and rec.kind == "gaussian"
+
+
+@pytest.mark.parametrize("K", [None, 3])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_gradient_chunk_sum_matches_explicit_per_sample_gradients(K, sparse):
+    X = RNG.normal(size=(53, 4))
+    X[X < 0] = 0.0
+    U = RNG.normal(size=(53,) if K is None else (53, K))
+    design = LinearDesign(sp.csr_matrix(X) if sparse else X, True, chunk_rows=7)
+    Xt = np.hstack([X, np.ones((53, 1))])
+    G = U[:, None] * Xt if K is None else Xt[:, :, None] * U[:, None, :]
+    out = design.gradient_chunk_sum(U, lambda g, rows: np.tanh(g).sum(axis=0))
+    np.testing.assert_allclose(out, np.tanh(G).sum(axis=0))
+    count = design.gradient_chunk_sum(U, lambda g, rows: np.array(g.shape[0]))
+    assert count == 53

@@ -70,8 +70,19 @@ class ClippedMeanOracle:
             raise ValueError(f"clip_norm must be finite and > 0, got {clip_norm!r}.")
         self.clip_norm = float(clip_norm)
 
-    def calibrate(self, n_samples, rho):
-        """Fix the noise from public values: ``n`` and the per-call zCDP budget."""
+    def calibrate(self, n_samples, rho, shape=None):
+        """Fix the noise from public values.
+
+        Parameters
+        ----------
+        n_samples : int
+            Public ``n``.
+        rho : float
+            zCDP budget of one call (``inf`` in the non-private testing mode).
+        shape : tuple, optional
+            Shape of the parameter (and of the estimate); unused here, since the
+            clipped mean's noise does not depend on the dimension.
+        """
         sensitivity = 2.0 * self.clip_norm / n_samples  # replace-one, see class doc
         self.mechanism_ = GaussianMechanism.from_zcdp(
             sensitivity, rho, name="clipped gradient mean"

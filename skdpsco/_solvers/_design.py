@@ -4,9 +4,12 @@ A solver never loops over rows itself. For a linear model the per-sample gradien
 ``u_i (outer) x~_i`` with ``x~_i = [x_i, 1]`` when an intercept is fitted, so all a
 solver needs per iteration is: the linear predictions ``X~ W``, the row norms
 ``||x~_i||``, and weighted row sums ``X~^T C`` for an ``(n,)`` or ``(n, K)`` array of
-per-sample coefficients ``C``. None of these materialises an ``n x d`` array beyond
-one row chunk. Today the chunks are numpy / scipy.sparse row blocks; a dask-backed
-design would implement the same four methods.
+per-sample coefficients ``C``; oracles that transform every gradient entry
+(coordinate-wise robust means, histograms) get the per-sample gradients one row
+chunk at a time through :meth:`LinearDesign.gradient_chunk_sum`. None of these
+materialises an ``n x d`` array beyond one row chunk. Today the chunks are numpy /
+scipy.sparse row blocks; a dask-backed design would implement the same five methods
+(map over chunks, sum on the driver).
 """
 
 import numpy as np
@@ -16,6 +19,10 @@ __all__ = ["LinearDesign"]
 
 #: Rows per chunk for the aggregates that need a temporary as large as the chunk.
 DEFAULT_CHUNK_ROWS = 65536
+
+#: Entries (rows x parameters) per chunk of materialised per-sample gradients:
+#: 2**21 doubles = 16 MiB, whatever n.
+DEFAULT_CHUNK_ENTRIES = 2**21
 
 #: Linear predictions are clipped to this magnitude so that an overflowing row never
 #: turns into NaN downstream (inf - inf in a softmax).
@@ -104,3 +111,39 @@ class LinearDesign:
             return head
         tail = C.sum(axis=0)
         return np.vstack([head, tail]) if C.ndim == 2 else np.append(head, tail)
+
+    def gradient_chunk_sum(self, U, func):
+        """``sum over row chunks of func(G_chunk, rows)`` for the per-sample gradients.
+
+        ``G_chunk`` is the dense block of per-sample gradients ``u_i (outer) x~_i`` of
+        the rows in the slice ``rows``: shape ``(rows, dim)`` for ``U`` of shape
+        ``(n,)``, ``(rows, dim, K)`` for ``U`` of shape ``(n, K)``. Chunks hold at
+        most ``DEFAULT_CHUNK_ENTRIES`` entries, so memory stays bounded whatever
+        ``n``. ``func`` must return an array (or scalar) of a fixed shape; the
+        results are summed.
+
+        Parameters
+        ----------
+        U : ndarray of shape (n,) or (n, K)
+            Per-sample derivatives of the loss with respect to the prediction.
+        func : callable
+            ``func(G_chunk, rows) -> ndarray``.
+        """
+        U = np.asarray(U, dtype=float)
+        width = self.dim * (U.shape[1] if U.ndim == 2 else 1)
+        step = max(1, min(self.chunk_rows, DEFAULT_CHUNK_ENTRIES // max(width, 1)))
+        total = None
+        for start in range(0, self.n_samples, step):
+            rows = slice(start, min(start + step, self.n_samples))
+            block = self.X[rows]
+            block = block.toarray() if sp.issparse(block) else np.asarray(block)
+            if self.fit_intercept:
+                block = np.hstack([block, np.ones((block.shape[0], 1))])
+            with np.errstate(over="ignore", invalid="ignore"):
+                if U.ndim == 1:
+                    G = U[rows, None] * block
+                else:
+                    G = block[:, :, None] * U[rows, None, :]
+            part = func(G, rows)
+            total = part if total is None else total + part
+        return total

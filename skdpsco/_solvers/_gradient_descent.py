@@ -83,7 +83,7 @@ def noisy_gradient_descent(
     SolverResult
     """
     shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
-    oracle.calibrate(design.n_samples, rho / max_iter)
+    oracle.calibrate(design.n_samples, rho / max_iter, shape)
     penalised = np.ones(shape)
     if design.fit_intercept:
         penalised[design.n_features] = 0.0

@@ -34,7 +34,7 @@ def _neighbours(classifier):
 
 @pytest.mark.parametrize(("Est", "algorithm"), list(_cases()))
 def test_fitted_state_is_data_independent(Est, algorithm):
-    D, D2 = _neighbours(is_classifier(Est))
+    D, D2 = _neighbours(is_classifier(Est()))
     a = Est(algorithm=algorithm, random_state=0).fit(*D)
     b = Est(algorithm=algorithm, random_state=0).fit(*D2)
     fitted = {k for k in vars(a) if k.endswith("_") and not k.startswith("_")}

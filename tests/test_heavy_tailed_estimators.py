@@ -254,3 +254,32 @@ def test_private_fit_is_useful_on_heavy_tailed_data():
     # Clipping bounds each record's influence; with lognormal noise the slope is
     # still recovered (the intercept absorbs the skew).
     assert np.linalg.norm(est.coef_ - coef) < 0.1
+
+
+def test_class_weight_non_private_limit_and_refusals(capsys):
+    X, y = make_classification(200, 3, n_informative=2, n_redundant=0, random_state=1)
+    X = StandardScaler().fit_transform(X)
+    weights = {0: 3.0, 1: 0.5}
+    with _non_private_testing_mode():
+        est = HeavyTailedDPLogistic(
+            epsilon=np.inf, class_weight=weights, clip_norm=1e6, max_iter=3000,
+            learning_rate=0.5,
+        ).fit(X, y)
+    ref = LogisticRegression(class_weight=weights, tol=1e-12, max_iter=10_000)
+    ref.fit(X, y)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)
+    with pytest.raises(ValueError, match="balanced.*private"):
+        HeavyTailedDPLogistic(class_weight="balanced").fit(X, y)
+    with pytest.raises(ValueError, match="label 7"):
+        HeavyTailedDPLogistic(class_weight={7: 1.0}).fit(X, y)
+    with pytest.raises(ValueError, match="finite number > 0"):
+        HeavyTailedDPLogistic(class_weight={0: -1.0}).fit(X, y)
+
+
+def test_verbose_prints_budget_never_losses(capsys):
+    X, y = _regression()
+    HeavyTailedDPRidge(verbose=1, max_iter=10, random_state=0).fit(X, y)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 10
+    assert out[-1].endswith("zCDP budget spent 0.1258 of 0.1258") or "of" in out[-1]
+    assert all("loss" not in line.lower() for line in out)

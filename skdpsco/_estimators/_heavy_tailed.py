@@ -7,6 +7,8 @@ them to the solver; the math lives in :mod:`skdpsco._mean_estimation`,
 
 from numbers import Real
 
+import numpy as np
+
 from .._losses import get_loss
 from .._mean_estimation import ClippedMeanOracle
 from .._solvers import LinearDesign, noisy_gradient_descent
@@ -36,7 +38,11 @@ class _HeavyTailedBase(DPLinearModel):
         "learning_rate": [StrOptions({"auto"}), PositiveFinite()],
         "clip_norm": [PositiveFinite()],
         "radius": [None, PositiveFinite()],
+        "verbose": ["verbose"],
     }
+
+    def _sample_weight(self, target):
+        return None
 
     def _run_algorithm(self, X, target, n_outputs, budget, rng):
         loss = self._loss(n_outputs)
@@ -59,6 +65,8 @@ class _HeavyTailedBase(DPLinearModel):
             l2_penalty=l2_penalty,
             radius=self.radius,
             averaging=averaging,
+            sample_weight=self._sample_weight(target),
+            verbose=self.verbose,
             rng=rng,
         )
 
@@ -98,6 +106,9 @@ _SHARED_PARAMS_DOC = """
     radius : float or None, default=None
         If given, the iterates are projected onto the l2 ball of this radius
         (intercept included).
+    verbose : int, default=0
+        If > 0, print progress: iteration counts and the privacy budget spent so
+        far. Private losses are never printed (they would leak).
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
         Source of the privacy noise. ``None`` (the default, and the right choice in
@@ -179,6 +190,7 @@ class HeavyTailedDPRidge(DPRegressorMixin, _HeavyTailedBase):
         learning_rate="auto",
         clip_norm=1.0,
         radius=None,
+        verbose=0,
         random_state=None,
     ):
         self.epsilon = epsilon
@@ -190,6 +202,7 @@ class HeavyTailedDPRidge(DPRegressorMixin, _HeavyTailedBase):
         self.learning_rate = learning_rate
         self.clip_norm = clip_norm
         self.radius = radius
+        self.verbose = verbose
         self.random_state = random_state
 
     _parameter_constraints: dict = {
@@ -218,6 +231,12 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
     C : float, default=1.0
         Inverse regularisation strength, as in
         :class:`~sklearn.linear_model.LogisticRegression`.
+    class_weight : dict or None, default=None
+        Public weights ``{{label: weight}}`` multiplying each record's loss, as in
+        ``LogisticRegression``. A weight multiplies the record's gradient *before*
+        clipping, so the privacy guarantee and the noise are unchanged; large
+        weights simply get clipped more often. ``"balanced"`` is refused: it reads
+        the class frequencies of the private data.
     classes : array-like or None, default=None
         The public label set. If None, the labels present in ``y`` are used, and
         the label set is then released with the model (like ``n``); give it
@@ -265,6 +284,8 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
         clip_norm=1.0,
         radius=None,
         classes=None,
+        class_weight=None,
+        verbose=0,
         random_state=None,
     ):
         self.epsilon = epsilon
@@ -277,16 +298,45 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
         self.clip_norm = clip_norm
         self.radius = radius
         self.classes = classes
+        self.class_weight = class_weight
+        self.verbose = verbose
         self.random_state = random_state
 
     _parameter_constraints: dict = {
         **_HeavyTailedBase._parameter_constraints,
         "C": [Interval(Real, 0, None, closed="neither")],
         "classes": [None, "array-like"],
+        "class_weight": [None, dict, StrOptions({"balanced"})],
     }
 
     def _loss(self, n_outputs):
         return get_loss("logistic" if n_outputs == 1 else "multinomial")
+
+    def _sample_weight(self, target):
+        if self.class_weight is None:
+            return None
+        if self.class_weight == "balanced":
+            raise ValueError(
+                f"{type(self).__name__}: class_weight='balanced' computes weights from "
+                "the class frequencies of the private y, an unaccounted release. Pass "
+                "a dict of public weights instead (e.g. from known population rates)."
+            )
+        weights = np.ones(self.classes_.size)
+        for label, weight in self.class_weight.items():
+            matches = np.flatnonzero(self.classes_ == label)
+            if matches.size == 0:
+                raise ValueError(
+                    f"{type(self).__name__}: class_weight has label {label!r}, which "
+                    f"is not among the classes {self.classes_.tolist()}."
+                )
+            if not (isinstance(weight, Real) and 0 < weight < np.inf):
+                raise ValueError(
+                    f"{type(self).__name__}: class_weight[{label!r}] must be a finite "
+                    f"number > 0, got {weight!r}."
+                )
+            weights[matches[0]] = float(weight)
+        codes = target.astype(np.intp)
+        return weights[codes]
 
     def _l2_penalty(self, n_samples):
         # LogisticRegression's C sum(loss) + ||w||^2/2, divided by C n.

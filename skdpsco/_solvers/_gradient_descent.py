@@ -48,6 +48,8 @@ def noisy_gradient_descent(
     l2_penalty=0.0,
     radius=None,
     averaging="suffix",
+    sample_weight=None,
+    verbose=0,
     rng,
 ):
     """Run ``max_iter`` steps of projected DP gradient descent.
@@ -76,6 +78,13 @@ def noisy_gradient_descent(
         Released iterate: mean of the last half (suffix averaging, Rakhlin et al.
         2012), mean of all ``w_1..w_T`` (Kamath et al. convex case), or ``w_T``
         (strongly convex case). All are post-processing.
+    sample_weight : ndarray of shape (n,) or None
+        Public per-record weights (e.g. from a public ``class_weight``) applied to
+        the per-sample derivatives *before* the oracle, so the oracle's clipping /
+        truncation bounds the weighted gradients and its sensitivity is unchanged.
+    verbose : int
+        If > 0, print progress (iteration and zCDP budget spent so far); never a
+        loss or any other data-dependent value.
     rng : numpy.random.Generator
 
     Returns
@@ -93,9 +102,16 @@ def noisy_gradient_descent(
     for t in range(max_iter):
         Z = design.predict(W)
         U = loss.derivative(Z, y)
+        if sample_weight is not None:
+            U = U * (sample_weight if U.ndim == 1 else sample_weight[:, None])
         grad = oracle.estimate(design, U, rng) + l2_penalty * penalised * W
         W = project_l2_ball(W - learning_rate * grad, radius)
         if t >= start:
             W_sum += W
+        if verbose > 1 or (verbose and (t + 1) % max(1, max_iter // 10) == 0):
+            print(
+                f"[{type(oracle).__name__}] iteration {t + 1}/{max_iter}, "
+                f"zCDP budget spent {rho * (t + 1) / max_iter:.4g} of {rho:.4g}"
+            )
     coef = W_sum / (max_iter - start)
     return SolverResult(coef=coef, n_iter=max_iter, records=oracle.records(max_iter))

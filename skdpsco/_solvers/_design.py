@@ -50,8 +50,9 @@ class LinearDesign:
         self._row_norms = None
 
     def _chunks(self):
-        for start in range(0, self.n_samples, self.chunk_rows):
-            yield slice(start, min(start + self.chunk_rows, self.n_samples))
+        step = max(1, min(self.chunk_rows, DEFAULT_CHUNK_ENTRIES // max(self.dim, 1)))
+        for start in range(0, self.n_samples, step):
+            yield slice(start, min(start + step, self.n_samples))
 
     def predict(self, W):
         """Linear predictions ``X~ W``: shape (n,) for W (dim,), (n, K) for W (dim, K).

@@ -284,3 +284,29 @@ def test_verbose_prints_budget_never_losses(capsys):
     spent, total = out[-1].split("budget spent ")[1].split(" of ")
     assert spent == total and out[-1].startswith("[ClippedMeanOracle] iteration 10/10")
     assert all("loss" not in line.lower() for line in out)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_classifier_accuracy_on_blobs_at_default_budget(n_classes):
+    # What scikit-learn's check_classifiers_train asks (accuracy > 0.83 on
+    # standardised blobs), at the default epsilon = 1 and realistic n.
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(n_samples=2000, centers=n_classes, random_state=0)
+    X = StandardScaler().fit_transform(X)
+    for seed in range(3):
+        clf = HeavyTailedDPLogistic(random_state=seed).fit(X, y)
+        assert clf.score(X, y) > 0.83
+
+
+def test_class_weight_tilts_predictions_like_sklearn():
+    # Heavy weight on class 0: almost everything is predicted 0, as in the common
+    # check, at a size where DP noise is small.
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(n_samples=4000, centers=3, random_state=0, cluster_std=20)
+    X = StandardScaler().fit_transform(X)
+    clf = HeavyTailedDPLogistic(
+        class_weight={0: 1000, 1: 0.0001, 2: 0.0001}, random_state=0
+    ).fit(X, y)
+    assert np.mean(clf.predict(X) == 0) > 0.87

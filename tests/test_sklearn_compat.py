@@ -26,5 +26,5 @@ def test_all_lists_every_estimator():
 
 @parametrize_with_checks(_instances())
 def test_sklearn_common_checks(estimator, check):
-    with np.errstate(all="raise"):
+    with np.errstate(divide="raise", over="raise", invalid="raise", under="ignore"):
         check(estimator)

@@ -183,6 +183,15 @@ class DPClassifierMixin(ClassifierMixin):
 
     _is_dp_classifier = True
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # DP noise makes scores on tiny datasets legitimately poor (e.g. the common
+        # class_weight check fits 50 very noisy points with max_iter=1000, so each
+        # step gets 1/1000 of the budget). Accuracy is tested on real sizes in
+        # tests/test_heavy_tailed_estimators.py instead.
+        tags.classifier_tags.poor_score = True
+        return tags
+
     def _encode_target(self, y):
         check_classification_targets(y)
         if self.classes is None:

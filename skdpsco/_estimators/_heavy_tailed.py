@@ -48,7 +48,14 @@ class _HeavyTailedBase(DPLinearModel):
         loss = self._loss(n_outputs)
         make_oracle, averaging = _ALGORITHMS[self.algorithm]
         oracle = make_oracle(self)
+        sample_weight = self._sample_weight(target)
         l2_penalty = self._l2_penalty(budget.n_samples)
+        if sample_weight is not None:
+            # Weights w_i enter as w_i / max(w) <= 1 after clipping (sensitivity
+            # unchanged); dividing the penalty by max(w) too keeps the minimiser of
+            # (1/n) sum w_i loss_i + (lambda/2)||w||^2.
+            top = sample_weight.max()
+            sample_weight, l2_penalty = sample_weight / top, l2_penalty / top
         if self.learning_rate == "auto":
             learning_rate = 1.0 / (_AUTO_CURVATURE * loss.smoothness + l2_penalty)
         else:
@@ -65,7 +72,7 @@ class _HeavyTailedBase(DPLinearModel):
             l2_penalty=l2_penalty,
             radius=self.radius,
             averaging=averaging,
-            sample_weight=self._sample_weight(target),
+            sample_weight=sample_weight,
             verbose=self.verbose,
             rng=rng,
         )
@@ -233,10 +240,11 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
         :class:`~sklearn.linear_model.LogisticRegression`.
     class_weight : dict or None, default=None
         Public weights ``{{label: weight}}`` multiplying each record's loss, as in
-        ``LogisticRegression``. A weight multiplies the record's gradient *before*
-        clipping, so the privacy guarantee and the noise are unchanged; large
-        weights simply get clipped more often. ``"balanced"`` is refused: it reads
-        the class frequencies of the private data.
+        ``LogisticRegression`` (same minimiser in the non-private limit). Each
+        record's *clipped* gradient is multiplied by ``weight / max(weights) <= 1``
+        and the penalty is divided by ``max(weights)``, so the sensitivity and the
+        noise are exactly those of the unweighted fit. ``"balanced"`` is refused: it
+        reads the class frequencies of the private data.
     classes : array-like or None, default=None
         The public label set. If None, the labels present in ``y`` are used, and
         the label set is then released with the model (like ``n``); give it

@@ -90,9 +90,17 @@ class ClippedMeanOracle:
         self.n_samples_ = n_samples
         return self
 
-    def estimate(self, design, U, rng):
-        """Noisy clipped mean of the per-sample gradients ``u_i (outer) x~_i``."""
+    def estimate(self, design, U, rng, sample_weight=None):
+        """Noisy clipped mean of the per-sample gradients ``u_i (outer) x~_i``.
+
+        ``sample_weight`` (public, in ``[0, 1]``) multiplies each *clipped* gradient,
+        so every summand still has norm ``<= C`` and the sensitivity is unchanged.
+        """
         coeffs = clip_coefficients(U, design.row_norms(), self.clip_norm)
+        if sample_weight is not None:
+            coeffs = coeffs * (
+                sample_weight if coeffs.ndim == 1 else sample_weight[:, None]
+            )
         mean = design.weighted_sum(coeffs) / self.n_samples_
         return self.mechanism_.release(mean, rng)
 

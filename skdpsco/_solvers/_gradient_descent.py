@@ -79,9 +79,10 @@ def noisy_gradient_descent(
         2012), mean of all ``w_1..w_T`` (Kamath et al. convex case), or ``w_T``
         (strongly convex case). All are post-processing.
     sample_weight : ndarray of shape (n,) or None
-        Public per-record weights (e.g. from a public ``class_weight``) applied to
-        the per-sample derivatives *before* the oracle, so the oracle's clipping /
-        truncation bounds the weighted gradients and its sensitivity is unchanged.
+        Public per-record weights in ``[0, 1]`` (from a public ``class_weight``,
+        divided by its maximum), handed to the oracle, which applies them after
+        clipping / robust transformation: a weight <= 1 can only shrink a record's
+        contribution, so the oracle's sensitivity is unchanged.
     verbose : int
         If > 0, print progress (iteration and zCDP budget spent so far); never a
         loss or any other data-dependent value.
@@ -102,9 +103,11 @@ def noisy_gradient_descent(
     for t in range(max_iter):
         Z = design.predict(W)
         U = loss.derivative(Z, y)
-        if sample_weight is not None:
-            U = U * (sample_weight if U.ndim == 1 else sample_weight[:, None])
-        grad = oracle.estimate(design, U, rng) + l2_penalty * penalised * W
+        if sample_weight is None:
+            data_grad = oracle.estimate(design, U, rng)
+        else:
+            data_grad = oracle.estimate(design, U, rng, sample_weight=sample_weight)
+        grad = data_grad + l2_penalty * penalised * W
         W = project_l2_ball(W - learning_rate * grad, radius)
         if t >= start:
             W_sum += W

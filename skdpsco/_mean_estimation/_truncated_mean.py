@@ -1,0 +1,798 @@
+"""Private-range truncated mean: the heavy-tailed gradient-mean oracle of Kamath et al.
+
+Two stages on disjoint halves of the records (card kamath-liu-zhang-2021 §2.1–§2.2):
+
+1. **CDPRE** (Algorithm 2): on half ``Y``, one noisy histogram per coordinate over a
+   data-independent bucket grid; the midpoint of the noisy argmax bucket is a coarse
+   centre ``c``.
+2. **CDPHDME** (Algorithm 3): on half ``Z``, records whose gradient lies farther than
+   ``tau sqrt(p) s`` from ``c`` are *discarded*, the rest are averaged with the
+   denominator floored at ``3n/4``, and Gaussian noise is added.
+
+Units (card §1.5, [LIB]): the paper's constants (bucket half-width 10, truncation 60)
+are in units of the gradient's scale. With the public ``gradient_scale`` ``s`` the
+algorithms run on ``g / s`` and the output is multiplied back by ``s``; equivalently the
+bucket width is ``2 tau_RE s``, the ball radius ``tau sqrt(p) s`` and the noise std
+``sigma s``, which is how it is computed here. Dividing by a public constant changes
+no privacy argument.
+
+Neighbouring relation: replace-one record, ``N`` public (design.md §4.2). Every
+sensitivity is stated where its noise is drawn.
+"""
+
+import math
+import warnings
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
+
+from ..privacy._ledger import MechanismRecord
+from ..privacy._mechanisms import GaussianMechanism, sigma_for_zcdp
+
+__all__ = [
+    "AxisTruncatedMeanOracle",
+    "BucketGrid",
+    "TruncatedMeanOracle",
+    "axis_truncated_mean",
+    "bucket_counts",
+    "default_gradient_bound",
+    "mean_stage_size",
+    "private_range_centre",
+    "range_histogram_mechanism",
+    "truncated_mean",
+]
+
+#: Minimum truncation of Kamath, Liu & Zhang (2021), Thm 4.1 (``6 tau_RE``).
+MIN_TRUNCATION = 60.0
+#: Bucket half-width the paper fixes inside the mean estimator (Thm 4.2 needs >= 10).
+MIN_BUCKET_HALFWIDTH = 10.0
+#: Refuse grids with more histogram cells than this (memory of the count array).
+_MAX_HISTOGRAM_CELLS = 2**26
+
+_SAMPLE_SPLITS = ("data", "budget")
+
+
+# ----------------------------------------------------------------- public numbers
+
+
+def _check_positive(value, name, *, allow_inf=False):
+    if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value):
+        raise ValueError(f"{name} must be a real number > 0, got {value!r}.")
+    if not value > 0 or (math.isinf(value) and not allow_inf):
+        bound = "> 0" if allow_inf else "finite and > 0"
+        raise ValueError(f"{name} must be {bound}, got {value!r}.")
+    return float(value)
+
+
+def _check_count(value, name, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def _check_sample_split(sample_split):
+    if sample_split not in _SAMPLE_SPLITS:
+        raise ValueError(
+            f"sample_split must be one of {_SAMPLE_SPLITS}, got {sample_split!r}."
+        )
+    return sample_split
+
+
+def default_gradient_bound(gradient_scale, dim):
+    """Default public bound ``R`` on ``||E grad||``: ``s * max(sqrt(p), e)``.
+
+    Card §6.2 [LIB] heuristic: under standardised features the logistic gradient mean
+    has norm of order ``sqrt(p) s`` and the ridge one of order ``s``; the floor ``e``
+    keeps ``ln(R / s) >= 1`` (card §2.4, ``L_R``). A function of public numbers only.
+
+    Parameters
+    ----------
+    gradient_scale : float
+        ``s > 0``.
+    dim : int
+        ``p``, the number of gradient coordinates (intercept and ``x K`` included).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(default_gradient_bound(2.0, 100), 6)
+    20.0
+    >>> round(default_gradient_bound(1.0, 4), 6)
+    2.718282
+    """
+    s = _check_positive(gradient_scale, "gradient_scale")
+    p = _check_count(dim, "dim")
+    return s * max(math.sqrt(p), math.e)
+
+
+def mean_stage_size(n_samples, sample_split="data"):
+    """``n``, the number of records the truncated mean averages over.
+
+    ``"data"`` (the paper): ``n = |Z| = N - floor(N/2)``, the half that is not used by
+    the histograms (card §2.7, "meaning of n"). ``"budget"`` (§2.7 optional variant):
+    every record is used by both stages, ``n = N``. ``N`` is public under replace-one.
+
+    Examples
+    --------
+    >>> mean_stage_size(101), mean_stage_size(101, "budget")
+    (51, 101)
+    """
+    N = _check_count(n_samples, "n_samples")
+    _check_sample_split(sample_split)
+    return N - N // 2 if sample_split == "data" else N
+
+
+# ------------------------------------------------------------------- CDPRE (§2.1)
+
+
+@dataclass(frozen=True)
+class BucketGrid:
+    """The data-independent bucket grid of the range estimator (card §2.1).
+
+    In normalised units the buckets have width ``w = 2 tau_RE`` and edges ``w j`` for
+    ``j = -(J+1) .. J+1`` with ``J = ceil(R / w)``: the paper's partition of
+    ``[-R' - w, R' + w]`` with ``R`` rounded up to ``R' = J w`` ([OPEN] -> multiple
+    of ``2 tau_RE``), i.e. ``2J + 2 = R'/tau_RE + 2`` buckets, the last one closed on
+    the right. It depends only on the public ``R`` and ``tau_RE``.
+
+    Attributes
+    ----------
+    half_count : int
+        ``J``.
+    width : float
+        ``w = 2 tau_RE`` (normalised units).
+
+    Examples
+    --------
+    >>> grid = BucketGrid.from_bound(20.0, 10.0)
+    >>> grid.edges.tolist(), grid.n_buckets
+    ([-40.0, -20.0, 0.0, 20.0, 40.0], 4)
+    >>> BucketGrid.from_bound(25.0, 10.0).n_buckets
+    6
+    """
+
+    half_count: int
+    width: float
+
+    @classmethod
+    def from_bound(cls, bound, bucket_halfwidth):
+        """Grid for the (normalised) range bound ``R`` and half-width ``tau_RE``."""
+        R = _check_positive(bound, "bound")
+        tau_re = _check_positive(bucket_halfwidth, "bucket_halfwidth")
+        width = 2.0 * tau_re
+        J = math.ceil(R / width)
+        if not J < _MAX_HISTOGRAM_CELLS:
+            raise ValueError(
+                f"gradient_bound / bucket_halfwidth = {R / tau_re:.3g} gives too many "
+                "histogram buckets; raise bucket_halfwidth or lower gradient_bound."
+            )
+        return cls(half_count=int(J), width=width)
+
+    @property
+    def n_buckets(self):
+        return 2 * self.half_count + 2
+
+    @property
+    def edges(self):
+        J = self.half_count
+        return self.width * np.arange(-(J + 1), J + 2, dtype=float)
+
+    @property
+    def midpoints(self):
+        return self.width * (np.arange(self.n_buckets) - self.half_count - 0.5)
+
+
+def bucket_counts(values, grid, scale=1.0):
+    """Exact bucket counts of every coordinate: ``counts[j, b]``.
+
+    A value ``v`` (in original units) falls in bucket ``b`` iff
+    ``edges[b] <= v / s < edges[b+1]`` (the last bucket also holds its right edge);
+    values outside ``[-R' - w, R' + w]``, NaN and +-inf fall in no bucket (NaN fails
+    both comparisons). Which bucket a record lands in is a deterministic function of
+    that record alone, so replacing one record moves at most one unit of count per
+    coordinate from one bucket to another (or to / from "no bucket").
+
+    Parameters
+    ----------
+    values : ndarray of shape (m,) or (m, p)
+        ``m`` samples of ``p`` coordinates (original units).
+    grid : BucketGrid
+    scale : float, default=1.0
+        ``s``: the grid is in units of ``s``.
+
+    Returns
+    -------
+    counts : ndarray of shape (p, n_buckets), int64
+        ``p = 1`` for 1-d ``values``.
+    """
+    V = np.asarray(values, dtype=float)
+    if V.ndim == 1:
+        V = V[:, None]
+    if V.ndim != 2:
+        raise ValueError(f"values must be 1-d or 2-d, got shape {V.shape}.")
+    p, nb, J = V.shape[1], grid.n_buckets, grid.half_count
+    # Division (correctly rounded) keeps exact multiples of the width on their edge.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        t = V / (grid.width * scale)
+    valid = (t >= -(J + 1)) & (t <= J + 1)
+    t = np.where(valid, t, 0.0)  # no NaN / inf is ever cast to an integer
+    idx = np.floor(t).astype(np.intp) + (J + 1)
+    np.minimum(idx, nb - 1, out=idx)  # the right edge R' + w: last bucket is closed
+    idx += nb * np.arange(p, dtype=np.intp)
+    idx[~valid] = p * nb  # a dump cell, dropped below
+    counts = np.bincount(idx.ravel(), minlength=p * nb + 1)[: p * nb]
+    return counts.reshape(p, nb).astype(np.int64, copy=False)
+
+
+def range_histogram_mechanism(rho_p, n_coordinates=1, name="range histogram"):
+    """Gaussian noise for ``n_coordinates`` histograms at ``rho_p``-zCDP each.
+
+    Sensitivity (card §2.1 / §3.1, KSU20 Thm 3.1): under replace-one the moved record
+    leaves one bucket and enters another, so one histogram's count vector changes in
+    at most two cells by 1: l2-sensitivity ``sqrt(2)`` (a move to or from "no bucket"
+    changes one cell: 1). ``N(0, 1/rho_p)`` on every cell,
+    ``sigma^2 = Delta^2 / (2 rho_p) = 1 / rho_p``, is ``rho_p``-zCDP. The same record
+    moves in every coordinate's histogram, so ``q`` histograms together have
+    l2-sensitivity ``sqrt(2 q)`` at the same per-cell ``sigma``: the returned
+    mechanism carries that joint sensitivity (``mu = sqrt(2 q rho_p)``-GDP, i.e.
+    ``q rho_p``-zCDP) and noises each cell with ``sigma = 1 / sqrt(rho_p)``.
+
+    Parameters
+    ----------
+    rho_p : float
+        zCDP budget of one coordinate's histogram (``inf``: no noise).
+    n_coordinates : int, default=1
+        ``q``, the number of histograms released together.
+    name : str
+
+    Returns
+    -------
+    GaussianMechanism
+    """
+    rho_p = _check_positive(rho_p, "rho_p", allow_inf=True)
+    q = _check_count(n_coordinates, "n_coordinates")
+    sigma = sigma_for_zcdp(math.sqrt(2.0), rho_p)  # = 1 / sqrt(rho_p)
+    return GaussianMechanism(math.sqrt(2.0 * q), sigma, name=name)
+
+
+def _noisy_argmax_midpoints(counts, grid, mechanism, rng):
+    # Noise on EVERY cell, empty or not (card §3.1); argmax with the lowest-index
+    # tie rule (np.argmax), a data-independent post-processing.
+    noisy = mechanism.release(counts, rng)
+    return grid.midpoints[np.argmax(noisy, axis=1)]
+
+
+def private_range_centre(values, rho_p, bound, bucket_halfwidth, rng):
+    """CDPRE: private coarse centre of each coordinate (Algorithm 2, card §2.1).
+
+    For every coordinate, the counts of a data-independent bucket grid over
+    ``[-R' - 2 tau_RE, R' + 2 tau_RE]`` (``R`` rounded up to a multiple of
+    ``2 tau_RE``) get ``N(0, 1/rho_p)`` noise on every bucket; the midpoint of the
+    noisy argmax bucket (lowest index on ties) is returned. NaN and +-inf fall in no
+    bucket.
+
+    Privacy: each coordinate's histogram has l2-sensitivity ``sqrt(2)`` under
+    replace-one (see :func:`range_histogram_mechanism`), so each coordinate is
+    ``rho_p``-zCDP and ``p`` coordinates compose to ``p rho_p``-zCDP; the argmax is
+    post-processing.
+
+    Accuracy (Thm 4.2): if ``|mu| <= R`` and the second moment about ``mu`` is
+    ``<= 1``, the midpoint is within ``3 tau_RE`` of ``mu`` with probability
+    ``>= 1 - 2 (R / tau_RE + 2) exp(-m^2 rho_p / 1024) - exp(-m / 50)``.
+
+    Parameters
+    ----------
+    values : array-like of shape (m,) or (m, p)
+        Samples (normalised units); columns are independent coordinates.
+    rho_p : float
+        zCDP budget of each coordinate (``inf``: exact counts, no noise).
+    bound : float
+        ``R``, public bound on ``|mu|``.
+    bucket_halfwidth : float
+        ``tau_RE`` (the paper uses 10).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    float or ndarray of shape (p,)
+        Midpoint(s); a float for 1-d ``values``.
+
+    References
+    ----------
+    .. [1] Kamath, G., Liu, X. and Zhang, H. (2021). Improved rates for differentially
+       private stochastic convex optimization with heavy-tailed data.
+       arXiv:2106.01336, Algorithm 2 and Theorem 4.2.
+    .. [2] Kamath, G., Singhal, V. and Ullman, J. (2020). Private mean estimation of
+       heavy-tailed distributions. COLT.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> float(private_range_centre(rng.normal(33.0, 1.0, 500), 1.0, 50.0, 10.0, rng))
+    30.0
+    """
+    values = np.asarray(values, dtype=float)
+    grid = BucketGrid.from_bound(bound, bucket_halfwidth)
+    counts = bucket_counts(values, grid)
+    centre = _noisy_argmax_midpoints(
+        counts, grid, range_histogram_mechanism(rho_p), rng
+    )
+    return float(centre[0]) if values.ndim == 1 else centre
+
+
+# --------------------------------------------------------- truncated means (§2.2)
+
+
+def _truncated_sum(G, centre, radius):
+    """``(sum of kept (g - c), count kept)`` with keep iff ``||g - c|| <= radius``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        D = G - centre
+        dist = np.sqrt(np.einsum("ij,ij->i", D, D))
+    # [REVIEW][PRIVACY] The keep test must be `dist <= radius`: NaN (and +-inf or an
+    # overflowing norm) compares False, so such a row is dropped. Never write it as
+    # `not (dist > radius)`, which would keep NaN rows.
+    keep = dist <= radius
+    total = D.sum(axis=0, where=keep[:, None])
+    return total, int(np.count_nonzero(keep))
+
+
+def _axis_truncated_sum(G, centre, halfwidth):
+    """Per coordinate: ``(sum of kept g_j - c_j, count kept)``, keep iff
+    ``|g_j - c_j| <= halfwidth`` (NaN dropped, same [REVIEW] rule)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        D = G - centre
+        keep = np.abs(D) <= halfwidth
+    return D.sum(axis=0, where=keep), np.count_nonzero(keep, axis=0)
+
+
+def truncated_mean(G, centre, radius, n):
+    """``c + sum_{kept}(g - c) / max(|kept|, 3n/4)`` without noise (card §2.2 step 3–4).
+
+    A row is kept iff ``||g - c|| <= radius`` (NaN, +-inf and overflowing norms are
+    dropped). This is the noiseless query of :class:`TruncatedMeanOracle`, exposed for
+    the sensitivity tests.
+
+    Sensitivity (replace-one inside ``Z``, ``c`` fixed, ``r`` = ``radius``; the paper
+    omits the proof, card §2.2 re-derives it; KSU20 Lemma 3.3 style). Write
+    ``f = S / max(m, 3n/4)`` with ``S`` the kept sum, ``m`` the kept count, ``u`` the
+    replaced record's kept vector (``||u|| <= r``) and ``S'`` the sum over the other
+    kept rows (``||S'|| <= (m - 1) r``):
+
+    * both versions kept: the denominator is unchanged and ``>= 3n/4``, so
+      ``||f - f'|| <= 2r / (3n/4) = 8r / (3n)``; both dropped: 0;
+    * kept in one, dropped in the other (counts ``m`` and ``m - 1``):
+
+      - ``m <= 3n/4``: ``||u|| / (3n/4) <= 4r / (3n)``;
+      - ``m - 1 >= 3n/4``: ``f - f' = (u - S'/(m-1)) / m``, norm ``<= 2r/m < 8r/(3n)``;
+      - floor crossing ``m - 1 < 3n/4 < m``: ``f - f' = u/m + S'(1/m - 4/(3n))``, norm
+        ``<= r/m + r (m-1)(m - 3n/4) / (m 3n/4) < 2r/m < 8r/(3n)``.
+
+    Hence ``Delta = 8 r / (3n)``; with ``r = tau sqrt(p) s`` this is the card's
+    ``8 tau sqrt(p) s / (3n)``, tight (two boundary points on opposite sides,
+    ``|kept| <= 3n/4``).
+
+    Parameters
+    ----------
+    G : ndarray of shape (m_rows, p)
+    centre : ndarray of shape (p,)
+    radius : float
+    n : int
+        Public ``n`` of the floor (``|Z|``, or ``N`` with ``sample_split="budget"``).
+
+    Returns
+    -------
+    ndarray of shape (p,)
+    """
+    G = np.asarray(G, dtype=float)
+    centre = np.asarray(centre, dtype=float)
+    total, kept = _truncated_sum(G, centre, radius)
+    return centre + total / max(kept, 0.75 * n)
+
+
+def axis_truncated_mean(G, centre, halfwidth, n):
+    """Coordinate-wise truncated mean (card §2.6): ``d`` 1-d calls of step 3–4.
+
+    Coordinate ``j`` keeps the rows with ``|g_j - c_j| <= halfwidth`` and divides by
+    ``max(count_j, 3n/4)``. By the 1-d case of :func:`truncated_mean` each coordinate
+    has sensitivity ``8 halfwidth / (3n)``, so the ``p`` coordinates together have
+    l2-sensitivity ``8 halfwidth sqrt(p) / (3n)``.
+    """
+    G = np.asarray(G, dtype=float)
+    centre = np.asarray(centre, dtype=float)
+    total, kept = _axis_truncated_sum(G, centre, halfwidth)
+    return centre + total / np.maximum(kept, 0.75 * n)
+
+
+# ------------------------------------------------------------------------ oracles
+
+
+class TruncatedMeanOracle:
+    """Private heavy-tailed gradient mean, rotation-invariant moments (CDPHDME).
+
+    One call on the per-sample gradients ``g_i = u_i (outer) x~_i`` (``p`` coordinates,
+    ``p = prod(shape)``):
+
+    1. *Split* (once per fit, by index, from the fit's RNG, independent of the data):
+       ``Y`` = a uniformly random subset of ``floor(N/2)`` rows, ``Z`` = the rest,
+       ``n = |Z|``.
+    2. *Centre* on ``Y``: per coordinate, a histogram over the public grid of
+       :class:`BucketGrid` (``R`` = ``gradient_bound / s``, width ``2 tau_RE``), noise
+       ``N(0, p / rho)`` on every cell (l2-sensitivity ``sqrt(2)`` per histogram,
+       budget ``rho / p`` each, ``rho`` in all); ``c`` = midpoints of the noisy
+       argmax buckets, times ``s``.
+    3. *Truncate* ``Z``: keep ``g`` iff ``||g - c|| <= tau sqrt(p) s`` (NaN dropped).
+    4. *Mean*: ``c + sum_kept (g - c) / max(|kept|, 3n/4) + N(0, sigma^2 I)`` with
+       l2-sensitivity ``Delta = 8 tau sqrt(p) s / (3n)`` (case analysis in
+       :func:`truncated_mean`) and ``sigma^2 = Delta^2 / (2 rho) =
+       32 tau^2 p s^2 / (9 n^2 rho)``.
+
+    Privacy of one call (card §3.4, parallel composition): a replaced record lies in
+    ``Y`` or in ``Z``. In ``Y``, ``Z`` is unchanged and the output is a
+    post-processing of the histograms, which are ``sqrt(2 p) / sqrt(p / rho) =
+    sqrt(2 rho)``-GDP; in ``Z``, ``c`` has the same law on both sides and, for every
+    ``c``, the mean is ``Delta / sigma = sqrt(2 rho)``-GDP. So a call is
+    ``sqrt(2 rho)``-GDP, i.e. ``rho``-zCDP, not ``2 rho``: :meth:`records` emits ONE
+    Gaussian record with ``mu = sqrt(2 rho)``. GDP composition over calls (Dong, Roth &
+    Su 2022, Cor 3.3) holds for any GDP mechanisms, so ``all_gaussian = True`` (exact
+    GDP accounting) is valid. This needs the split to be by index and data-independent.
+
+    With ``sample_split="budget"`` (card §2.7, optional sound variant) both stages use
+    all ``N`` rows: histograms at ``rho / (2p)`` per coordinate, the mean at ``rho/2``
+    with ``n = N`` in ``Delta`` and in the floor; the two stages compose sequentially
+    (two records, ``sqrt(rho)``-GDP each, ``rho``-zCDP together).
+
+    Parameters
+    ----------
+    gradient_scale : float, default=1.0
+        ``s``: public bound with ``E|<g - E g, v>|^k <= s^k`` for unit ``v`` (§1.5).
+    truncation : "auto" or float, default="auto"
+        ``tau`` (ball radius ``tau sqrt(p) s``). ``"auto"``: the caller supplies it
+        from :mod:`skdpsco._solvers._schedules` (the convex ``tau`` depends on the
+        *total* budget, which the oracle does not see), either with
+        :meth:`set_truncation` or ``calibrate(..., truncation=tau)``.
+    gradient_bound : float or None, default=None
+        ``R``, public bound on ``||E g||`` over the feasible set; ``None``:
+        ``s max(sqrt(p), e)`` (:func:`default_gradient_bound`).
+    bucket_halfwidth : float, default=10.0
+        ``tau_RE`` (normalised units).
+    moment_order : float, default=2.0
+        ``k >= 2``; public, used by the schedules (``tau``, ``T``), not by the oracle.
+    sample_split : {"data", "budget"}, default="data"
+
+    Attributes
+    ----------
+    n_ : int
+        ``n`` of the mean stage (``|Z|`` or ``N``).
+    dim_ : int
+        ``p``.
+    truncation_ : float
+    gradient_bound_ : float
+    grid_ : BucketGrid
+    histogram_mechanism_, mean_mechanism_ : GaussianMechanism
+        Noise of the two stages (the histogram one with the joint ``p``-histogram
+        sensitivity ``sqrt(2p)``).
+    in_y_ : ndarray of bool of shape (N,) or None
+        The data-independent split (``None`` until the first call, and with
+        ``sample_split="budget"``).
+
+    References
+    ----------
+    .. [1] Kamath, G., Liu, X. and Zhang, H. (2021). Improved rates for differentially
+       private stochastic convex optimization with heavy-tailed data.
+       arXiv:2106.01336, Algorithms 2–3, Theorem 4.1 and Appendix B.
+    .. [2] Kamath, G., Singhal, V. and Ullman, J. (2020). Private mean estimation of
+       heavy-tailed distributions. COLT.
+    .. [3] Dong, J., Roth, A. and Su, W. (2022). Gaussian differential privacy. JRSS B.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdpsco._solvers import LinearDesign
+    >>> oracle = TruncatedMeanOracle(truncation=60.0).calibrate(100_000, 2.669e-4, (10,))
+    >>> round(oracle.mean_mechanism_.sigma, 3), round(oracle.histogram_mechanism_.sigma, 1)
+    (0.438, 193.6)
+    >>> design = LinearDesign(np.ones((6, 2)), fit_intercept=True)
+    >>> oracle.calibrate(6, 1.0, (3,)).estimate(design, np.ones(6), np.random.default_rng(0)).shape
+    (3,)
+    """  # noqa: E501
+
+    #: Histograms and the mean are Gaussian mechanisms (exact GDP composition).
+    all_gaussian = True
+
+    def __init__(
+        self,
+        gradient_scale=1.0,
+        truncation="auto",
+        gradient_bound=None,
+        bucket_halfwidth=10.0,
+        moment_order=2.0,
+        sample_split="data",
+    ):
+        self.gradient_scale = _check_positive(gradient_scale, "gradient_scale")
+        if isinstance(truncation, str):
+            if truncation != "auto":
+                raise ValueError(
+                    f"truncation must be 'auto' or a float > 0, got {truncation!r}."
+                )
+        else:
+            truncation = _check_positive(truncation, "truncation")
+        self.truncation = truncation
+        self.gradient_bound = (
+            None
+            if gradient_bound is None
+            else _check_positive(gradient_bound, "gradient_bound")
+        )
+        self.bucket_halfwidth = _check_positive(bucket_halfwidth, "bucket_halfwidth")
+        k = _check_positive(moment_order, "moment_order")
+        if k < 2:
+            raise ValueError(f"moment_order must be >= 2, got {moment_order!r}.")
+        self.moment_order = k
+        self.sample_split = _check_sample_split(sample_split)
+        self._truncation_override = None
+
+    # ----------------------------------------------------------------- set-up
+
+    def set_truncation(self, tau):
+        """Supply ``tau`` (e.g. from the schedule) for ``truncation="auto"``.
+
+        Precedence in :meth:`calibrate`: its ``truncation`` argument, then this
+        value, then the constructor's float. Returns ``self``.
+        """
+        self._truncation_override = _check_positive(tau, "truncation")
+        return self
+
+    def _resolve_truncation(self, truncation):
+        if truncation is not None:
+            return _check_positive(truncation, "truncation")
+        if self._truncation_override is not None:
+            return self._truncation_override
+        if self.truncation == "auto":
+            raise ValueError(
+                "truncation='auto' needs tau from the solver schedule "
+                "(skdpsco._solvers._schedules): call set_truncation(tau) or "
+                "calibrate(..., truncation=tau)."
+            )
+        return self.truncation
+
+    def _mean_sensitivity(self):
+        """l2-sensitivity of the noiseless mean stage (both oracles: see docs)."""
+        # 8 r / (3n) with r = tau sqrt(p) s: the case analysis of truncated_mean for
+        # the ball; for the axis variant sqrt(p) times the 1-d bound 8 tau s / (3n).
+        return (
+            8.0
+            * self.truncation_
+            * math.sqrt(self.dim_)
+            * self.gradient_scale
+            / (3.0 * self.n_)
+        )
+
+    def calibrate(self, n_samples, rho, shape, truncation=None):
+        """Fix every scale from public values and forget the previous split.
+
+        Parameters
+        ----------
+        n_samples : int
+            Public ``N`` (all records).
+        rho : float
+            zCDP budget of ONE call (``inf``: the hidden non-private testing mode,
+            no noise and an argmax on exact counts).
+        shape : tuple of int
+            Parameter shape ``(dim,)`` or ``(dim, K)``; ``p = prod(shape)``.
+        truncation : float or None
+            ``tau`` for this fit; ``None`` falls back to :meth:`set_truncation`, then
+            to the constructor's value.
+
+        Returns
+        -------
+        self
+        """
+        N = _check_count(n_samples, "n_samples")
+        rho = _check_positive(rho, "rho", allow_inf=True)
+        if shape is None or len(tuple(shape)) not in (1, 2):
+            raise ValueError(f"shape must be (dim,) or (dim, K), got {shape!r}.")
+        shape = tuple(_check_count(s, "shape entries") for s in shape)
+        tau = self._resolve_truncation(truncation)
+        p = math.prod(shape)
+        s = self.gradient_scale
+        self.n_samples_ = N
+        self.shape_ = shape
+        self.dim_ = p
+        self.n_ = mean_stage_size(N, self.sample_split)
+        self.truncation_ = tau
+        bound = self.gradient_bound
+        self.gradient_bound_ = (
+            default_gradient_bound(s, p) if bound is None else bound
+        )
+        self.grid_ = BucketGrid.from_bound(
+            self.gradient_bound_ / s, self.bucket_halfwidth
+        )
+        if p * self.grid_.n_buckets > _MAX_HISTOGRAM_CELLS:
+            raise ValueError(
+                f"{p} coordinates x {self.grid_.n_buckets} buckets is too many "
+                "histogram cells; raise bucket_halfwidth or lower gradient_bound."
+            )
+        self.radius_ = tau * math.sqrt(p) * s
+        if not math.isfinite(self.radius_):
+            raise ValueError(f"truncation {tau!r} gives an infinite ball radius.")
+        # Budget of each stage: with disjoint halves both stages get the whole rho
+        # (parallel composition); with one sample they split it (sequential).
+        stage_rho = rho if self.sample_split == "data" else rho / 2.0
+        # Histograms: rho_stage / p per coordinate, sigma = 1/sqrt(rho_stage/p) per
+        # cell; joint l2-sensitivity sqrt(2p) (range_histogram_mechanism).
+        self.histogram_mechanism_ = range_histogram_mechanism(
+            stage_rho / p,
+            n_coordinates=p,
+            name=f"range histograms ({p} coordinates)",
+        )
+        # Mean: Delta = 8 tau sqrt(p) s / (3n) (truncated_mean), so
+        # sigma^2 = Delta^2 / (2 rho_stage) = 32 tau^2 p s^2 / (9 n^2 rho_stage).
+        self.mean_mechanism_ = GaussianMechanism.from_zcdp(
+            self._mean_sensitivity(), stage_rho, name="truncated gradient mean"
+        )
+        self.in_y_ = None
+        self._warn_accuracy_preconditions()
+        return self
+
+    def _warn_accuracy_preconditions(self):
+        # Card §7.3: accuracy (not privacy) preconditions of Thm 4.1 / 4.2.
+        tau, tau_re = self.truncation_, self.bucket_halfwidth
+        if tau_re < MIN_BUCKET_HALFWIDTH:
+            warnings.warn(
+                f"bucket_halfwidth={tau_re:g} < 10: the range estimator's guarantee "
+                "(Kamath et al. 2021, Thm 4.2) needs tau_RE >= 10.",
+                UserWarning,
+                stacklevel=3,
+            )
+        if tau < MIN_TRUNCATION or tau < 6.0 * tau_re:
+            warnings.warn(
+                f"truncation={tau:g} is below max(60, 6 * bucket_halfwidth): the "
+                "ball may miss the data when the coarse centre is off by 3 tau_RE "
+                "per coordinate (Kamath et al. 2021, Thm 4.1). Privacy is unaffected.",
+                UserWarning,
+                stacklevel=3,
+            )
+
+    # -------------------------------------------------------------- one call
+
+    def _draw_split(self, rng):
+        # By index only, from the fit's RNG, before any data is read: the same seed
+        # gives the same Y/Z whatever the values (card §2.7, §3.4).
+        if self.sample_split != "data":
+            return None
+        N = self.n_samples_
+        in_y = np.zeros(N, dtype=bool)
+        in_y[rng.permutation(N)[: N // 2]] = True
+        return in_y
+
+    def _rows(self, G, rows, half):
+        """Flatten a gradient chunk to (rows, p) and keep the rows of ``half``."""
+        G = G.reshape(G.shape[0], -1)
+        if self.in_y_ is None:
+            return G
+        mask = self.in_y_[rows]
+        return G[mask] if half == "Y" else G[~mask]
+
+    def _centre(self, design, U, rng):
+        grid, s = self.grid_, self.gradient_scale
+
+        def counts(G, rows):
+            return bucket_counts(self._rows(G, rows, "Y"), grid, s)
+
+        exact = design.gradient_chunk_sum(U, counts)
+        return s * _noisy_argmax_midpoints(exact, grid, self.histogram_mechanism_, rng)
+
+    def _mean_query(self, design, U, centre):
+        radius = self.radius_
+
+        def partial(G, rows):
+            total, kept = _truncated_sum(self._rows(G, rows, "Z"), centre, radius)
+            return np.append(total, kept)
+
+        out = design.gradient_chunk_sum(U, partial)
+        total, kept = out[:-1], out[-1]
+        return centre + total / max(kept, 0.75 * self.n_)
+
+    def estimate(self, design, U, rng):
+        """Noisy truncated mean of the per-sample gradients ``u_i (outer) x~_i``.
+
+        Two passes over the row chunks of ``design`` (histograms on ``Y``, then the
+        truncated sum on ``Z``); no array larger than one chunk is formed.
+
+        Parameters
+        ----------
+        design : LinearDesign
+            Anything with ``n_samples`` and ``gradient_chunk_sum(U, func)``.
+        U : ndarray of shape (N,) or (N, K)
+            Per-sample derivatives of the loss at the current iterate.
+        rng : numpy.random.Generator
+            The fit's generator: the split (first call only) and all noise.
+
+        Returns
+        -------
+        ndarray of shape ``shape``
+        """
+        if not hasattr(self, "mean_mechanism_"):
+            raise RuntimeError("calibrate() must be called before estimate().")
+        if design.n_samples != self.n_samples_:
+            raise ValueError(
+                f"design has {design.n_samples} rows, the oracle was calibrated "
+                f"for {self.n_samples_}."
+            )
+        if self.in_y_ is None:
+            self.in_y_ = self._draw_split(rng)
+        centre = self._centre(design, U, rng)
+        mean = self._mean_query(design, U, centre)
+        return self.mean_mechanism_.release(mean, rng).reshape(self.shape_)
+
+    def records(self, count):
+        """Ledger records of ``count`` calls; they compose to ``count * rho``.
+
+        ``"data"``: ONE Gaussian record per call with ``mu = sensitivity / scale =
+        sqrt(2 rho)``, the larger of the two stages' GDP parameters (equal up to
+        rounding), because the stages run on disjoint halves (parallel composition,
+        card §3.4). ``"budget"``: two records (histograms, mean), each
+        ``sqrt(rho)``-GDP, composed sequentially.
+        """
+        hist, mean = self.histogram_mechanism_, self.mean_mechanism_
+        if self.sample_split == "budget":
+            return [hist.record(count), mean.record(count)]
+
+        def mu(mech):
+            return math.inf if mech.sigma == 0 else mech.sensitivity / mech.sigma
+
+        worst = hist if mu(hist) > mu(mean) else mean
+        return [
+            MechanismRecord(
+                "range histograms on half Y || truncated mean on half Z "
+                "(parallel composition)",
+                "gaussian",
+                count=count,
+                sensitivity=worst.sensitivity,
+                scale=worst.sigma,
+            )
+        ]
+
+
+class AxisTruncatedMeanOracle(TruncatedMeanOracle):
+    """Private heavy-tailed gradient mean, axis-aligned moments (card §2.6, App. B).
+
+    ``p`` independent one-dimensional CDPHDME calls, each at ``rho / p``: coordinate
+    ``j`` gets its own range histogram on ``Y`` (budget ``rho/p``, noise
+    ``N(0, p/rho)`` per cell, sensitivity ``sqrt(2)``), keeps the rows of ``Z`` with
+    ``|g_j - c_j| <= tau s`` (an l-infinity box, each coordinate on its own), divides
+    by ``max(count_j, 3n/4)`` and adds ``N(0, 32 tau^2 p s^2 / (9 n^2 rho))``: the
+    1-d sensitivity ``8 tau s / (3n)`` of :func:`truncated_mean` at budget ``rho/p``.
+    Over all coordinates the histograms are ``sqrt(2 rho)``-GDP on ``Y`` and the means
+    (joint sensitivity ``8 tau sqrt(p) s / (3n)``) ``sqrt(2 rho)``-GDP on ``Z``, so the
+    call costs ``rho`` exactly as :class:`TruncatedMeanOracle` (same noise scales, same
+    records); only the truncation differs. Parameters and attributes are those of
+    :class:`TruncatedMeanOracle` (``radius_`` is the per-coordinate ``tau s``).
+    The paper states this variant for ``k = 2`` only.
+
+    References
+    ----------
+    .. [1] Kamath, G., Liu, X. and Zhang, H. (2021). arXiv:2106.01336, Appendix B.
+    .. [2] Kamath, G., Singhal, V. and Ullman, J. (2020). Private mean estimation of
+       heavy-tailed distributions. COLT.
+    """
+
+    def calibrate(self, n_samples, rho, shape, truncation=None):
+        super().calibrate(n_samples, rho, shape, truncation)
+        self.radius_ = self.truncation_ * self.gradient_scale
+        return self
+
+    def _mean_query(self, design, U, centre):
+        halfwidth, p = self.radius_, self.dim_
+
+        def partial(G, rows):
+            total, kept = _axis_truncated_sum(self._rows(G, rows, "Z"), centre, halfwidth)
+            return np.concatenate([total, kept])
+
+        out = design.gradient_chunk_sum(U, partial)
+        total, kept = out[:p], out[p:]
+        return centre + total / np.maximum(kept, 0.75 * self.n_)

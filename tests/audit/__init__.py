@@ -1,0 +1,1 @@
+"""Empirical privacy audit of every skdpsco estimator and algorithm (design.md §4.7)."""

@@ -1,0 +1,232 @@
+"""The audit can fail: it flags deliberately broken variants of the clipped DP-GD.
+
+Each broken variant is made with ``monkeypatch`` while the ledger keeps claiming the
+original budget (``privacy_spent_.epsilon <= 1``), exactly the situation of a real
+bug: the accounting looks right, the mechanism does not match it. The auditor must
+report a lower bound well above the claim (more than twice it). Sanity checks: two
+identical datasets give a bound near 0, and on a plain Gaussian mechanism of known
+privacy the bound never exceeds the truth but gets close to it.
+"""
+
+import numpy as np
+import pytest
+
+import skdpsco._mean_estimation._clipped as clipped_module
+from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
+from skdpsco._mean_estimation._clipped import ClippedMeanOracle
+from skdpsco.privacy._accounting import gdp_to_approx_dp
+from skdpsco.privacy._mechanisms import GaussianMechanism, gaussian_noise
+
+from .auditor import EstimatorFactory, audit
+from .canaries import make_case
+
+CLAIMED_EPSILON = 1.0
+DELTA = 1e-5
+N_RUNS = 1000
+
+
+def _factory(estimator_class):
+    return EstimatorFactory(
+        estimator_class, {"epsilon": CLAIMED_EPSILON, "delta": DELTA, "max_iter": 20}
+    )
+
+
+def _run(estimator_class, task="regression", *, same_data=False, n_runs=N_RUNS, seed=7):
+    case = make_case(task, "outlier")
+    factory = _factory(estimator_class)
+    # The ledger still claims the original budget: the bug is invisible to it.
+    spent = factory(0).fit(*case.neighbour).privacy_spent_
+    assert spent.epsilon <= CLAIMED_EPSILON * (1 + 1e-9)
+    neighbour = case.dataset if same_data else case.neighbour
+    return audit(
+        factory,
+        case.dataset,
+        neighbour,
+        statistic=case.statistic,
+        n_runs=n_runs,
+        delta=DELTA,
+        seed=seed,
+    )
+
+
+# ------------------------------------------------------------- broken variants
+
+
+class _UnderNoisedGaussian(GaussianMechanism):
+    """Draws a tenth of the noise it records (the ledger keeps the true sigma)."""
+
+    def release(self, value, rng):
+        value = np.asarray(value, dtype=float)
+        return value + gaussian_noise(rng, self.sigma / 10.0, value.shape)
+
+
+def _break_noise_tenfold(monkeypatch):
+    calibrate = ClippedMeanOracle.calibrate
+
+    def under_noised_calibrate(self, *args, **kwargs):
+        calibrate(self, *args, **kwargs)
+        m = self.mechanism_
+        self.mechanism_ = _UnderNoisedGaussian(m.sensitivity, m.sigma, m.name)
+        return self
+
+    monkeypatch.setattr(ClippedMeanOracle, "calibrate", under_noised_calibrate)
+
+
+def _break_clipping(monkeypatch):
+    monkeypatch.setattr(
+        clipped_module,
+        "clip_coefficients",
+        lambda U, row_norms, clip_norm: np.asarray(U, dtype=float),
+    )
+
+
+def _break_data_dependent_bound(monkeypatch):
+    """Clip norm read from the data: the largest per-sample gradient norm.
+
+    Taken at the first iterate and kept for the fit (a "self-tuning" clip norm); the
+    noise is calibrated to it, so the canary, whose gradient is huge, changes both
+    the clipping and the noise scale. The ledger records the public ``clip_norm``.
+    """
+
+    def estimate(self, design, U, rng):
+        row_norms = design.row_norms()
+        if not hasattr(self, "data_clip_"):
+            u_norms = np.abs(U) if U.ndim == 1 else np.linalg.norm(U, axis=1)
+            self.data_clip_ = float(np.max(u_norms * row_norms))
+        coeffs = clipped_module.clip_coefficients(U, row_norms, self.data_clip_)
+        mean = design.weighted_sum(coeffs) / self.n_samples_
+        sigma = self.mechanism_.sigma * self.data_clip_ / self.clip_norm
+        return mean + gaussian_noise(rng, sigma, mean.shape)
+
+    monkeypatch.setattr(ClippedMeanOracle, "estimate", estimate)
+
+
+def _break_noise_scale_from_data(monkeypatch):
+    """Public clipping, but the noise scaled by the largest feature norm in the data.
+
+    The canary barely moves the centre of the model (its gradient is clipped) but
+    multiplies the spread of the noise: only a scale statistic sees it.
+    """
+    estimate = ClippedMeanOracle.estimate
+
+    def scaled_estimate(self, design, U, rng):
+        noisy = estimate(self, design, U, rng)
+        noise_std = self.mechanism_.sigma * (np.max(design.row_norms()) - 1.0)
+        return noisy + gaussian_noise(rng, noise_std, noisy.shape)
+
+    monkeypatch.setattr(ClippedMeanOracle, "estimate", scaled_estimate)
+
+
+BROKEN_VARIANTS = {
+    "noise_scaled_down_10x": _break_noise_tenfold,
+    "clipping_removed": _break_clipping,
+    "clip_norm_from_data": _break_data_dependent_bound,
+    "noise_scale_from_data": _break_noise_scale_from_data,
+}
+
+#: Runs per dataset. Ten times less noise is a subtle leak (the canary shifts the
+#: model by about two noise standard deviations) and needs the full default; the
+#: other two are blatant (the two output distributions barely overlap), and 400 runs
+#: already bound epsilon above 3.7.
+N_RUNS_FOR = {"noise_scaled_down_10x": N_RUNS}
+
+
+@pytest.mark.parametrize(
+    "estimator_class, task, variant",
+    [(HeavyTailedDPRidge, "regression", v) for v in BROKEN_VARIANTS]
+    + [(HeavyTailedDPLogistic, "binary", "clipping_removed")],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_audit_flags_broken_variant(monkeypatch, estimator_class, task, variant):
+    BROKEN_VARIANTS[variant](monkeypatch)
+    # Unclipped huge gradients may overflow: that is part of the bug, not an error
+    # of the test (overflowed models are recorded as +inf statistics).
+    with np.errstate(over="ignore", invalid="ignore"):
+        result = _run(estimator_class, task, n_runs=N_RUNS_FOR.get(variant, 400))
+    print(result.summary())
+    assert result.epsilon_lb > 2 * CLAIMED_EPSILON, result.summary()
+
+
+def test_audit_of_identical_datasets_is_near_zero():
+    result = _run(HeavyTailedDPRidge, same_data=True, n_runs=600)
+    print(result.summary())
+    assert result.epsilon_lb <= 0.5, result.summary()
+
+
+def test_audit_of_identical_datasets_is_near_zero_for_a_broken_variant(monkeypatch):
+    """No signal means no bound, even when the mechanism itself is broken."""
+    _break_noise_tenfold(monkeypatch)
+    result = _run(HeavyTailedDPRidge, same_data=True, n_runs=400)
+    assert result.epsilon_lb <= 0.5, result.summary()
+
+
+# ------------------------------------- a mechanism of known privacy (fast, exact)
+
+
+class _GaussianMeanModel:
+    """Releases ``sum(y) + N(0, 1 / mu^2)``: a model of known privacy.
+
+    On two datasets whose sums differ by exactly 1 the two output distributions are
+    ``N(s, 1/mu^2)`` and ``N(s + 1, 1/mu^2)``, a ``mu``-GDP pair whose exact
+    ``epsilon(delta)`` is known (Dong, Roth & Su 2022, Cor 2.13).
+    """
+
+    def __init__(self, mu=1.0, random_state=None):
+        self.mu = mu
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        rng = np.random.default_rng(self.random_state)
+        value = float(np.sum(y)) + rng.normal(0.0, 1.0 / self.mu)
+        self.coef_ = np.array([value])
+        self.intercept_ = 0.0
+        return self
+
+    def predict(self, X):
+        return np.asarray(X, dtype=float) @ self.coef_
+
+
+@pytest.mark.parametrize("mu", [0.5, 2.0, 6.0])
+def test_bound_is_valid_and_tight_on_a_known_gaussian_mechanism(mu):
+    X = np.zeros((10, 1))
+    y, y_prime = np.zeros(10), np.zeros(10)
+    y_prime[0] = 1.0  # the sum moves by exactly 1: a mu-GDP pair
+    true_epsilon = gdp_to_approx_dp(mu, DELTA)
+    result = audit(
+        lambda seed: _GaussianMeanModel(mu, seed),
+        (X, y),
+        (X, y_prime),
+        statistic=lambda m: {"value": float(m.coef_[0])},
+        n_runs=4000,
+        delta=DELTA,
+        seed=11,
+    )
+    assert result.epsilon_lb <= true_epsilon, result.summary()
+    if mu >= 2.0:
+        # Power: with 2000 evaluation runs a clear leak is seen as one.
+        assert result.epsilon_lb >= 0.5 * min(true_epsilon, 5.0), result.summary()
+
+
+class _RaisesOnOutliers(_GaussianMeanModel):
+    """A data-dependent exception: refuses to fit when a label is extreme."""
+
+    def fit(self, X, y):
+        if np.max(np.abs(y)) > 100:
+            raise ValueError("y has an outlier")
+        return super().fit(X, y)
+
+
+def test_data_dependent_exception_is_flagged():
+    X = np.zeros((10, 1))
+    y, y_prime = np.zeros(10), np.zeros(10)
+    y_prime[0] = 1e6
+    result = audit(
+        lambda seed: _RaisesOnOutliers(100.0, seed),  # output itself is harmless
+        (X, y),
+        (X, y_prime),
+        statistic=lambda m: {"value": float(m.coef_[0])},
+        n_runs=400,
+        delta=DELTA,
+    )
+    assert result.n_failed == (0, 400)
+    assert result.epsilon_lb > 2 * CLAIMED_EPSILON, result.summary()

@@ -18,6 +18,12 @@ from skdpsco.privacy import approx_dp_to_gdp
 from skdpsco.privacy._params import _non_private_testing_mode
 
 ALGORITHMS = sorted(HeavyTailedDPRidge._parameter_constraints["algorithm"][0].options)
+# Algorithms whose released iterate is a fixed-step GD iterate (suffix average):
+# they reach the minimiser at a linear rate in the non-private limit.
+GD_ALGORITHMS = ["catoni_gd", "clipped_gd"]
+# Kamath et al.'s algorithms release the uniform average of w_1..w_T (Theorem 4.7),
+# which converges at rate 1/T.
+TRUNCATED_ALGORITHMS = ["axis_truncated_mean_gd", "truncated_mean_gd"]
 
 
 def _regression(n=300, d=4, seed=0):
@@ -26,7 +32,11 @@ def _regression(n=300, d=4, seed=0):
     return X, (y - y.mean()) / y.std()
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_every_algorithm_has_a_non_private_limit_test():
+    assert sorted(GD_ALGORITHMS + TRUNCATED_ALGORITHMS) == ALGORITHMS
+
+
+@pytest.mark.parametrize("algorithm", GD_ALGORITHMS)
 @pytest.mark.parametrize("fit_intercept", [True, False])
 def test_ridge_non_private_limit_matches_sklearn(algorithm, fit_intercept):
     X, y = _regression()
@@ -37,6 +47,7 @@ def test_ridge_non_private_limit_matches_sklearn(algorithm, fit_intercept):
             algorithm=algorithm,
             alpha=2.0,
             clip_norm=1e6,
+            catoni_scale=1e6,
             max_iter=400,
             fit_intercept=fit_intercept,
             random_state=0,
@@ -47,7 +58,7 @@ def test_ridge_non_private_limit_matches_sklearn(algorithm, fit_intercept):
     assert est.privacy_spent_.epsilon == np.inf
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", GD_ALGORITHMS)
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_logistic_non_private_limit_matches_sklearn(algorithm, n_classes):
     X, y = make_classification(
@@ -66,6 +77,7 @@ def test_logistic_non_private_limit_matches_sklearn(algorithm, n_classes):
             algorithm=algorithm,
             C=0.5,
             clip_norm=1e6,
+            catoni_scale=1e6,
             max_iter=3000,
             random_state=0,
         ).fit(X, y)
@@ -73,6 +85,41 @@ def test_logistic_non_private_limit_matches_sklearn(algorithm, n_classes):
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)
     np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-4)
     np.testing.assert_allclose(est.predict_proba(X), ref.predict_proba(X), atol=1e-4)
+
+
+@pytest.mark.parametrize("algorithm", TRUNCATED_ALGORITHMS)
+@pytest.mark.parametrize("Est", [HeavyTailedDPRidge, HeavyTailedDPLogistic])
+def test_truncated_mean_gd_converges_to_sklearn_in_the_limit(Est, algorithm):
+    # With sample_split="budget" both stages see every record, so the noiseless
+    # limit is the full-data minimiser; the uniform average converges like 1/T.
+    if Est is HeavyTailedDPRidge:
+        X, y = _regression()
+        y = y + 0.7
+        ref = Ridge(alpha=0.0).fit(X, y)
+        params = dict(alpha=0.0, learning_rate=0.5)
+    else:
+        X, y = make_classification(
+            300, 3, n_informative=3, n_redundant=0, flip_y=0.2, random_state=0
+        )
+        X = StandardScaler().fit_transform(X)
+        ref = LogisticRegression(C=1e4, tol=1e-12, max_iter=10_000).fit(X, y)
+        params = dict(C=1e4, learning_rate=1.0)
+    errors = []
+    for T in (1000, 4000):
+        with _non_private_testing_mode():
+            est = Est(
+                epsilon=np.inf, algorithm=algorithm, sample_split="budget",
+                max_iter=T, random_state=0, **params,
+            ).fit(X, y)
+        assert est.n_iter_ == T
+        errors.append(
+            max(
+                np.abs(est.coef_ - ref.coef_).max(),
+                np.abs(est.intercept_ - ref.intercept_).max(),
+            )
+        )
+    assert errors[1] < 1e-2
+    assert errors[1] < errors[0] / 3  # 1/T convergence
 
 
 def test_clipped_gd_noise_has_the_calibrated_std():

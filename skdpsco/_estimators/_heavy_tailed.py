@@ -5,24 +5,30 @@ them to the solver; the math lives in :mod:`skdpsco._mean_estimation`,
 :mod:`skdpsco._solvers` and :mod:`skdpsco.privacy`.
 """
 
-from numbers import Real
+from dataclasses import dataclass
+from numbers import Integral, Real
 
 import numpy as np
 
 from .._losses import get_loss
-from .._mean_estimation import ClippedMeanOracle
+from .._mean_estimation import (
+    AxisTruncatedMeanOracle,
+    CatoniMeanOracle,
+    ClippedMeanOracle,
+    TruncatedMeanOracle,
+)
 from .._solvers import LinearDesign, noisy_gradient_descent
+from .._solvers._schedules import (
+    axis_convex_schedule,
+    axis_strongly_convex_schedule,
+    convex_schedule,
+    strongly_convex_schedule,
+)
 from ..privacy._params import PositiveFinite
 from ..utils._compat import Interval, StrOptions
 from ._base import DPClassifierMixin, DPLinearModel, DPRegressorMixin
 
 __all__ = ["HeavyTailedDPLogistic", "HeavyTailedDPRidge"]
-
-#: algorithm name -> (oracle factory from the estimator's public parameters,
-#: averaging of the iterates). Every entry is audited in tests/audit.
-_ALGORITHMS = {
-    "clipped_gd": (lambda est: ClippedMeanOracle(est.clip_norm), "suffix"),
-}
 
 #: Curvature budget behind ``learning_rate="auto"``: the step is
 #: ``1 / (2 * loss.smoothness + lambda)``, the inverse of a smoothness bound that holds
@@ -31,12 +37,149 @@ _ALGORITHMS = {
 _AUTO_CURVATURE = 2.0
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """Everything the solver needs, computed from public values only."""
+
+    oracle: object
+    max_iter: int
+    learning_rate: float
+    averaging: str
+    radius: float | None = None
+
+
+def _auto_step(est, loss, l2_penalty):
+    if est.learning_rate != "auto":
+        return est.learning_rate
+    return 1.0 / (_AUTO_CURVATURE * loss.smoothness + l2_penalty)
+
+
+def _plan_clipped(est, loss, l2_penalty, n_samples, shape, rho):
+    return _Plan(
+        ClippedMeanOracle(est.clip_norm),
+        100 if est.max_iter is None else est.max_iter,
+        _auto_step(est, loss, l2_penalty),
+        "suffix",
+        est.radius,
+    )
+
+
+def _plan_catoni(est, loss, l2_penalty, n_samples, shape, rho):
+    oracle = CatoniMeanOracle(
+        moment_bound=est.gradient_scale**2,
+        scale=est.catoni_scale,
+        failure_prob=est.failure_prob,
+    )
+    return _Plan(
+        oracle,
+        20 if est.max_iter is None else est.max_iter,
+        _auto_step(est, loss, l2_penalty),
+        "suffix",
+        est.radius,
+    )
+
+
+#: Radius of the l2 ball the truncated-mean algorithms project onto when ``radius``
+#: is None: their step size and iteration count need a bounded feasible set
+#: (Kamath, Liu & Zhang 2021, Assumption 1.2). Public; contains the solution of
+#: standardised problems with room to spare.
+_DEFAULT_TRUNCATED_RADIUS = 10.0
+
+
+def _truncated_schedule(est, loss, l2_penalty, n_samples, shape, rho, axis):
+    """Kamath et al.'s Theorem 4.7 / 4.8 (App. B for ``axis``) parameters.
+
+    The strongly convex schedule (last iterate) is used when the penalty makes the
+    objective strongly convex enough for Theorem 4.8's bound to be informative
+    (T > 1) *and* it needs fewer iterations than the convex one (more budget per
+    iteration); with scikit-learn's scaling ``lambda = alpha / n`` is usually far
+    too small. Both use public numbers only.
+    """
+    p = int(np.prod(shape))
+    radius = _DEFAULT_TRUNCATED_RADIUS if est.radius is None else est.radius
+    common = dict(
+        diameter=2.0 * radius,
+        gradient_scale=est.gradient_scale,
+        max_iter=1000 if est.max_iter is None else est.max_iter,
+        sample_split=est.sample_split,
+    )
+    if axis:
+        convex = axis_convex_schedule(n_samples, rho, p, **common)
+    else:
+        convex = convex_schedule(
+            n_samples, rho, p, moment_order=est.moment_order, **common
+        )
+    schedule = convex
+    if l2_penalty > 0:
+        curvature = l2_penalty + _AUTO_CURVATURE * loss.smoothness
+        strong = (axis_strongly_convex_schedule if axis else strongly_convex_schedule)(
+            n_samples,
+            rho,
+            p,
+            strong_convexity=l2_penalty,
+            smoothness=curvature,
+            **({} if axis else {"moment_order": est.moment_order}),
+            **common,
+        )
+        # T = 1 means the contraction bound q^T M <= (a+b) G / (ab) holds at once:
+        # the strong convexity is too weak for the bound to say anything.
+        if 1 < strong.n_iter < convex.n_iter:
+            schedule = strong
+    return schedule, radius
+
+
+def _make_truncated_planner(oracle_class, axis):
+    def plan(est, loss, l2_penalty, n_samples, shape, rho):
+        schedule, radius = _truncated_schedule(
+            est, loss, l2_penalty, n_samples, shape, rho, axis
+        )
+        truncation = schedule.truncation if est.truncation == "auto" else est.truncation
+        oracle = oracle_class(
+            gradient_scale=est.gradient_scale,
+            truncation=truncation,
+            moment_order=2.0 if axis else est.moment_order,
+            sample_split=est.sample_split,
+        )
+        step = (
+            schedule.learning_rate if est.learning_rate == "auto" else est.learning_rate
+        )
+        return _Plan(oracle, schedule.n_iter, step, schedule.averaging, radius)
+
+    return plan
+
+
+#: algorithm name -> (plan builder, whether every mechanism is Gaussian so that the
+#: exact GDP composition applies, whether public per-record weights are supported).
+#: Every entry is audited in tests/audit.
+_ALGORITHMS = {
+    "clipped_gd": (_plan_clipped, ClippedMeanOracle.all_gaussian, True),
+    "catoni_gd": (_plan_catoni, CatoniMeanOracle.all_gaussian, True),
+    "truncated_mean_gd": (
+        _make_truncated_planner(TruncatedMeanOracle, axis=False),
+        TruncatedMeanOracle.all_gaussian,
+        False,
+    ),
+    "axis_truncated_mean_gd": (
+        _make_truncated_planner(AxisTruncatedMeanOracle, axis=True),
+        AxisTruncatedMeanOracle.all_gaussian,
+        False,
+    ),
+}
+
+
 class _HeavyTailedBase(DPLinearModel):
     _parameter_constraints: dict = {
         **DPLinearModel._parameter_constraints,
         "algorithm": [StrOptions(set(_ALGORITHMS))],
+        "max_iter": [None, Interval(Integral, 1, None, closed="left")],
         "learning_rate": [StrOptions({"auto"}), PositiveFinite()],
         "clip_norm": [PositiveFinite()],
+        "gradient_scale": [PositiveFinite()],
+        "catoni_scale": [StrOptions({"rms", "paper"}), PositiveFinite()],
+        "failure_prob": [Interval(Real, 0, 1, closed="neither")],
+        "moment_order": [Interval(Real, 2, None, closed="left")],
+        "truncation": [StrOptions({"auto"}), PositiveFinite()],
+        "sample_split": [StrOptions({"data", "budget"})],
         "radius": [None, PositiveFinite()],
         "verbose": ["verbose"],
     }
@@ -46,8 +189,8 @@ class _HeavyTailedBase(DPLinearModel):
 
     def _run_algorithm(self, X, target, n_outputs, budget, rng):
         loss = self._loss(n_outputs)
-        make_oracle, averaging = _ALGORITHMS[self.algorithm]
-        oracle = make_oracle(self)
+        design = LinearDesign(X, self.fit_intercept)
+        shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
         sample_weight = self._sample_weight(target)
         l2_penalty = self._l2_penalty(budget.n_samples)
         if sample_weight is not None:
@@ -56,22 +199,27 @@ class _HeavyTailedBase(DPLinearModel):
             # (1/n) sum w_i loss_i + (lambda/2)||w||^2.
             top = sample_weight.max()
             sample_weight, l2_penalty = sample_weight / top, l2_penalty / top
-        if self.learning_rate == "auto":
-            learning_rate = 1.0 / (_AUTO_CURVATURE * loss.smoothness + l2_penalty)
-        else:
-            learning_rate = self.learning_rate
+        build_plan, all_gaussian, weighted = _ALGORITHMS[self.algorithm]
+        if sample_weight is not None and not weighted:
+            raise ValueError(
+                f"{type(self).__name__}: class_weight is not supported by "
+                f"algorithm={self.algorithm!r} (its sensitivity analysis assumes "
+                "unweighted records); use 'clipped_gd' or 'catoni_gd'."
+            )
+        rho = self._gaussian_budget(budget, all_gaussian)
+        plan = build_plan(self, loss, l2_penalty, budget.n_samples, shape, rho)
         return noisy_gradient_descent(
-            LinearDesign(X, self.fit_intercept),
+            design,
             target,
             loss,
-            oracle,
+            plan.oracle,
             n_outputs=n_outputs,
-            rho=self._gaussian_budget(budget, oracle.all_gaussian),
-            max_iter=self.max_iter,
-            learning_rate=learning_rate,
+            rho=rho,
+            max_iter=plan.max_iter,
+            learning_rate=plan.learning_rate,
             l2_penalty=l2_penalty,
-            radius=self.radius,
-            averaging=averaging,
+            radius=plan.radius,
+            averaging=plan.averaging,
             sample_weight=sample_weight,
             verbose=self.verbose,
             rng=rng,
@@ -86,20 +234,36 @@ _SHARED_PARAMS_DOC = """
         Probability with which the epsilon bound may fail, in ``[0, 1)``. Gaussian
         algorithms need ``delta > 0``; keep it well below ``1 / n_samples`` (a
         :class:`~skdpsco.exceptions.PrivacyLeakWarning` is raised otherwise).
-    algorithm : {"clipped_gd"}, default="clipped_gd"
-        The private solver.
+    algorithm : {"clipped_gd", "catoni_gd", "truncated_mean_gd", \
+"axis_truncated_mean_gd"}, default="clipped_gd"
+        The private solver. Each runs full-batch gradient descent in which the mean
+        of the per-sample gradients is replaced by a private, outlier-proof
+        estimate (the SCOF framework, Kamath, Liu & Zhang 2021, Algorithm 1); the
+        budget is split evenly over the iterations.
 
-        - ``"clipped_gd"``: full-batch gradient descent on the clipped mean of the
-          per-sample gradients plus Gaussian noise (the DP-GD baseline of Kamath,
-          Liu & Zhang 2021, run inside their SCOF framework, Algorithm 1). Each of
-          the ``max_iter`` steps gets an equal share of the budget; the released
-          coefficients are the average of the last half of the iterates.
+        - ``"clipped_gd"``: clip every per-sample gradient to l2 norm
+          ``clip_norm``, average, add Gaussian noise (the DP-GD baseline).
+        - ``"catoni_gd"``: coordinate-wise Catoni/Holland soft-truncated mean with
+          Gaussian noise (Wang, Xiao, Devadas & Xu 2020, Algorithm 4); needs only a
+          bound on the second moment of a gradient coordinate (``gradient_scale``).
+        - ``"truncated_mean_gd"``: private coarse centre from noisy per-coordinate
+          histograms on one half of the data, then the mean of the other half's
+          gradients within a ball around it, plus Gaussian noise (Kamath, Liu &
+          Zhang 2021, Algorithms 2-4); assumes bounded ``moment_order``-th moments
+          of the gradients in every direction. Iterations, step and truncation follow
+          their Theorems 4.7/4.8; iterates stay in the ball of radius ``radius``
+          (10 if None).
+        - ``"axis_truncated_mean_gd"``: the same with coordinate-wise truncation,
+          for moments bounded along the axes only (their Appendix B, k = 2).
     fit_intercept : bool, default=True
         Fit an intercept as one more (unpenalised) coordinate. The data are never
         centred: centring would read the private mean.
-    max_iter : int, default=100
-        Number of gradient steps. Always run in full: stopping early on a private
-        loss would leak. More steps mean more noise per step.
+    max_iter : int or None, default=None
+        Number of gradient steps, always run in full (stopping early on a private
+        loss would leak); more steps mean more noise per step. ``None`` picks the
+        algorithm's default: 100 for ``"clipped_gd"``, 20 for ``"catoni_gd"``; for
+        the truncated-mean algorithms the theorem's iteration count, capped at
+        ``max_iter`` (1000 if None).
     learning_rate : "auto" or float, default="auto"
         Step size. ``"auto"`` is ``1 / (2 * curvature_of_the_loss + penalty)``, a
         safe step for standardised features (scale your features with public
@@ -110,6 +274,31 @@ _SHARED_PARAMS_DOC = """
         gradients (outliers, heavy tails) are scaled down to norm ``C``; this is
         what makes the guarantee hold without any bound on the data. Noise grows
         linearly with ``C``.
+    gradient_scale : float, default=1.0
+        Public scale of one coordinate of a per-sample gradient: the algorithms
+        other than ``"clipped_gd"`` assume ``E[g_j^2] <= gradient_scale^2``. A wrong
+        value costs accuracy, never privacy. For standardised features, about the
+        noise standard deviation of y (regression) or 1 (classification).
+    catoni_scale : {"rms", "paper"} or float, default="rms"
+        Truncation scale ``s`` of ``"catoni_gd"``: ``"rms"`` is
+        ``2 * gradient_scale``; ``"paper"`` is Wang et al.'s
+        ``sqrt(n * gradient_scale^2 / (2 log(1 / failure_prob)))`` (less bias, more
+        noise); a float is used as is. Noise grows linearly with ``s``.
+    failure_prob : float, default=0.01
+        ``delta'`` of ``"catoni_gd"``: the failure probability its smoothing is
+        tuned for (an accuracy parameter, not a privacy one).
+    moment_order : float, default=2.0
+        ``k >= 2``: the truncated-mean algorithms assume the k-th central moment of
+        the gradients is at most ``gradient_scale^k``; larger ``k`` (lighter tails)
+        allows less truncation. Accuracy only, never privacy.
+    truncation : "auto" or float, default="auto"
+        Truncation radius ``tau`` (in units of ``gradient_scale``) of the
+        truncated-mean algorithms; ``"auto"`` follows Kamath et al. (at least 60).
+    sample_split : {"data", "budget"}, default="data"
+        How the truncated-mean algorithms keep their two stages (coarse centre, then
+        truncated mean) within one iteration's budget: ``"data"`` runs them on two
+        disjoint random halves of the records (the paper); ``"budget"`` runs both
+        on all records with half the budget each.
     radius : float or None, default=None
         If given, the iterates are projected onto the l2 ball of this radius
         (intercept included).
@@ -193,9 +382,15 @@ class HeavyTailedDPRidge(DPRegressorMixin, _HeavyTailedBase):
         alpha=1.0,
         algorithm="clipped_gd",
         fit_intercept=True,
-        max_iter=100,
+        max_iter=None,
         learning_rate="auto",
         clip_norm=1.0,
+        gradient_scale=1.0,
+        catoni_scale="rms",
+        failure_prob=0.01,
+        moment_order=2.0,
+        truncation="auto",
+        sample_split="data",
         radius=None,
         verbose=0,
         random_state=None,
@@ -208,6 +403,12 @@ class HeavyTailedDPRidge(DPRegressorMixin, _HeavyTailedBase):
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.clip_norm = clip_norm
+        self.gradient_scale = gradient_scale
+        self.catoni_scale = catoni_scale
+        self.failure_prob = failure_prob
+        self.moment_order = moment_order
+        self.truncation = truncation
+        self.sample_split = sample_split
         self.radius = radius
         self.verbose = verbose
         self.random_state = random_state
@@ -287,9 +488,15 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
         C=1.0,
         algorithm="clipped_gd",
         fit_intercept=True,
-        max_iter=100,
+        max_iter=None,
         learning_rate="auto",
         clip_norm=1.0,
+        gradient_scale=1.0,
+        catoni_scale="rms",
+        failure_prob=0.01,
+        moment_order=2.0,
+        truncation="auto",
+        sample_split="data",
         radius=None,
         classes=None,
         class_weight=None,
@@ -304,6 +511,12 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.clip_norm = clip_norm
+        self.gradient_scale = gradient_scale
+        self.catoni_scale = catoni_scale
+        self.failure_prob = failure_prob
+        self.moment_order = moment_order
+        self.truncation = truncation
+        self.sample_split = sample_split
         self.radius = radius
         self.classes = classes
         self.class_weight = class_weight

@@ -49,8 +49,11 @@ MIN_TRUNCATION = 60.0
 MIN_BUCKET_HALFWIDTH = 10.0
 #: Refuse grids with more histogram cells than this (memory of the count array).
 _MAX_HISTOGRAM_CELLS = 2**26
+#: Entries per sub-block of a gradient chunk in the histogram stage.
+_BLOCK_ENTRIES = 2**16
 
 _SAMPLE_SPLITS = ("data", "budget")
+_FLOAT_MAX = float(np.finfo(float).max)
 
 
 # ----------------------------------------------------------------- public numbers
@@ -186,7 +189,7 @@ class BucketGrid:
         return self.width * (np.arange(self.n_buckets) - self.half_count - 0.5)
 
 
-def bucket_counts(values, grid, scale=1.0):
+def bucket_counts(values, grid, scale=1.0, mask=None):
     """Exact bucket counts of every coordinate: ``counts[j, b]``.
 
     A value ``v`` (in original units) falls in bucket ``b`` iff
@@ -203,6 +206,8 @@ def bucket_counts(values, grid, scale=1.0):
     grid : BucketGrid
     scale : float, default=1.0
         ``s``: the grid is in units of ``s``.
+    mask : ndarray of bool of shape (m,), optional
+        Count only these rows (the half ``Y`` of a gradient chunk).
 
     Returns
     -------
@@ -214,18 +219,45 @@ def bucket_counts(values, grid, scale=1.0):
         V = V[:, None]
     if V.ndim != 2:
         raise ValueError(f"values must be 1-d or 2-d, got shape {V.shape}.")
+    p, nb = V.shape[1], grid.n_buckets
+    flat = np.zeros(p * nb + 1, dtype=np.int64)
+    for block in _row_blocks(V, mask):
+        idx = _bucket_index(block, grid, scale)
+        flat += np.bincount(idx.ravel(), minlength=p * nb + 1)
+    return flat[: p * nb].reshape(p, nb)
+
+
+def _row_blocks(G, mask=None):
+    """Row blocks of ``G[mask]`` of about ``_BLOCK_ENTRIES`` entries each.
+
+    Sub-blocking a gradient chunk keeps every temporary cache-sized: fresh
+    chunk-sized temporaries cost more in page faults than in arithmetic.
+    """
+    step = max(1, _BLOCK_ENTRIES // max(G.shape[1], 1))
+    for start in range(0, G.shape[0], step):
+        block = G[start : start + step]
+        # np.compress: a row gather about twice as fast as boolean indexing.
+        yield (
+            block if mask is None else np.compress(mask[start : start + step], block, 0)
+        )
+
+
+def _bucket_index(V, grid, scale):
+    """Flat cell ``j * n_buckets + b`` of every entry; ``p * n_buckets`` = no bucket."""
     p, nb, J = V.shape[1], grid.n_buckets, grid.half_count
     # Division (correctly rounded) keeps exact multiples of the width on their edge.
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         t = V / (grid.width * scale)
-    valid = (t >= -(J + 1)) & (t <= J + 1)
-    t = np.where(valid, t, 0.0)  # no NaN / inf is ever cast to an integer
-    idx = np.floor(t).astype(np.intp) + (J + 1)
+    valid = t >= -(J + 1)
+    valid &= t <= J + 1  # NaN fails both comparisons
+    np.copyto(t, 0.0, where=~valid)  # no NaN / inf is ever cast to an integer
+    np.floor(t, out=t)
+    idx = t.astype(np.intp)
+    idx += J + 1
     np.minimum(idx, nb - 1, out=idx)  # the right edge R' + w: last bucket is closed
     idx += nb * np.arange(p, dtype=np.intp)
-    idx[~valid] = p * nb  # a dump cell, dropped below
-    counts = np.bincount(idx.ravel(), minlength=p * nb + 1)[: p * nb]
-    return counts.reshape(p, nb).astype(np.int64, copy=False)
+    np.copyto(idx, p * nb, where=~valid)  # a dump cell, dropped by the caller
+    return idx
 
 
 def range_histogram_mechanism(rho_p, n_coordinates=1, name="range histogram"):
@@ -328,26 +360,35 @@ def private_range_centre(values, rho_p, bound, bucket_halfwidth, rng):
 # --------------------------------------------------------- truncated means (§2.2)
 
 
-def _truncated_sum(G, centre, radius):
-    """``(sum of kept (g - c), count kept)`` with keep iff ``||g - c|| <= radius``."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        D = G - centre
-        dist = np.sqrt(np.einsum("ij,ij->i", D, D))
-    # [REVIEW][PRIVACY] The keep test must be `dist <= radius`: NaN (and +-inf or an
-    # overflowing norm) compares False, so such a row is dropped. Never write it as
-    # `not (dist > radius)`, which would keep NaN rows.
-    keep = dist <= radius
-    total = D.sum(axis=0, where=keep[:, None])
-    return total, int(np.count_nonzero(keep))
+def _truncated_sum(G, centre, radius, mask=None):
+    """``(sum of kept (g - c), count kept)`` over ``G[mask]``, keep iff
+    ``||g - c|| <= radius``."""
+    total, kept = np.zeros(G.shape[1]), 0
+    for block in _row_blocks(G, mask):
+        with np.errstate(over="ignore", invalid="ignore"):
+            D = block - centre
+            dist = np.sqrt(np.einsum("ij,ij->i", D, D))
+        # [REVIEW][PRIVACY] The keep test must be `dist <= radius`: NaN (and +-inf or
+        # an overflowing norm) compares False, so such a row is dropped. Never write
+        # it as `not (dist > radius)`, which would keep NaN rows.
+        keep = dist <= radius
+        kept_rows = np.compress(keep, D, axis=0)  # finite, norm <= radius
+        total += np.ones(kept_rows.shape[0]) @ kept_rows  # a BLAS column sum
+        kept += kept_rows.shape[0]
+    return total, kept
 
 
-def _axis_truncated_sum(G, centre, halfwidth):
-    """Per coordinate: ``(sum of kept g_j - c_j, count kept)``, keep iff
-    ``|g_j - c_j| <= halfwidth`` (NaN dropped, same [REVIEW] rule)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        D = G - centre
-        keep = np.abs(D) <= halfwidth
-    return D.sum(axis=0, where=keep), np.count_nonzero(keep, axis=0)
+def _axis_truncated_sum(G, centre, halfwidth, mask=None):
+    """Per coordinate of ``G[mask]``: ``(sum of kept g_j - c_j, count kept)``, keep
+    iff ``|g_j - c_j| <= halfwidth`` (NaN dropped, same [REVIEW] rule)."""
+    total, kept = np.zeros(G.shape[1]), np.zeros(G.shape[1], dtype=np.int64)
+    for block in _row_blocks(G, mask):
+        with np.errstate(over="ignore", invalid="ignore"):
+            D = block - centre
+            keep = np.abs(D) <= halfwidth
+        total += np.ones(D.shape[0]) @ np.where(keep, D, 0.0)  # dropped -> 0
+        kept += np.count_nonzero(keep, axis=0)
+    return total, kept
 
 
 def truncated_mean(G, centre, radius, n):
@@ -454,7 +495,9 @@ class TruncatedMeanOracle:
         ``tau`` (ball radius ``tau sqrt(p) s``). ``"auto"``: the caller supplies it
         from :mod:`skdpsco._solvers._schedules` (the convex ``tau`` depends on the
         *total* budget, which the oracle does not see), either with
-        :meth:`set_truncation` or ``calibrate(..., truncation=tau)``.
+        :meth:`set_truncation` or ``calibrate(..., truncation=tau)``. ``inf`` (what
+        the schedules give at ``rho = inf``) is accepted only in the non-private
+        testing mode ``rho = inf``: every finite gradient is kept.
     gradient_bound : float or None, default=None
         ``R``, public bound on ``||E g||`` over the feasible set; ``None``:
         ``s max(sqrt(p), e)`` (:func:`default_gradient_bound`).
@@ -520,7 +563,7 @@ class TruncatedMeanOracle:
                     f"truncation must be 'auto' or a float > 0, got {truncation!r}."
                 )
         else:
-            truncation = _check_positive(truncation, "truncation")
+            truncation = _check_positive(truncation, "truncation", allow_inf=True)
         self.truncation = truncation
         self.gradient_bound = (
             None
@@ -543,12 +586,12 @@ class TruncatedMeanOracle:
         Precedence in :meth:`calibrate`: its ``truncation`` argument, then this
         value, then the constructor's float. Returns ``self``.
         """
-        self._truncation_override = _check_positive(tau, "truncation")
+        self._truncation_override = _check_positive(tau, "truncation", allow_inf=True)
         return self
 
     def _resolve_truncation(self, truncation):
         if truncation is not None:
-            return _check_positive(truncation, "truncation")
+            return _check_positive(truncation, "truncation", allow_inf=True)
         if self._truncation_override is not None:
             return self._truncation_override
         if self.truncation == "auto":
@@ -563,13 +606,16 @@ class TruncatedMeanOracle:
         """l2-sensitivity of the noiseless mean stage (both oracles: see docs)."""
         # 8 r / (3n) with r = tau sqrt(p) s: the case analysis of truncated_mean for
         # the ball; for the axis variant sqrt(p) times the 1-d bound 8 tau s / (3n).
-        return (
+        # tau = inf (testing mode only, rho = inf and no noise): capped at the largest
+        # float so that the mechanism and its record stay well defined.
+        delta = (
             8.0
             * self.truncation_
             * math.sqrt(self.dim_)
             * self.gradient_scale
             / (3.0 * self.n_)
         )
+        return min(delta, _FLOAT_MAX)
 
     def calibrate(self, n_samples, rho, shape, truncation=None):
         """Fix every scale from public values and forget the previous split.
@@ -593,7 +639,7 @@ class TruncatedMeanOracle:
         """
         N = _check_count(n_samples, "n_samples")
         rho = _check_positive(rho, "rho", allow_inf=True)
-        if shape is None or len(tuple(shape)) not in (1, 2):
+        if not isinstance(shape, tuple | list) or len(shape) not in (1, 2):
             raise ValueError(f"shape must be (dim,) or (dim, K), got {shape!r}.")
         shape = tuple(_check_count(s, "shape entries") for s in shape)
         tau = self._resolve_truncation(truncation)
@@ -605,9 +651,7 @@ class TruncatedMeanOracle:
         self.n_ = mean_stage_size(N, self.sample_split)
         self.truncation_ = tau
         bound = self.gradient_bound
-        self.gradient_bound_ = (
-            default_gradient_bound(s, p) if bound is None else bound
-        )
+        self.gradient_bound_ = default_gradient_bound(s, p) if bound is None else bound
         self.grid_ = BucketGrid.from_bound(
             self.gradient_bound_ / s, self.bucket_halfwidth
         )
@@ -616,9 +660,14 @@ class TruncatedMeanOracle:
                 f"{p} coordinates x {self.grid_.n_buckets} buckets is too many "
                 "histogram cells; raise bucket_halfwidth or lower gradient_bound."
             )
-        self.radius_ = tau * math.sqrt(p) * s
-        if not math.isfinite(self.radius_):
-            raise ValueError(f"truncation {tau!r} gives an infinite ball radius.")
+        if not math.isfinite(tau * math.sqrt(p) * s) and not math.isinf(rho):
+            raise ValueError(
+                f"truncation={tau!r} gives an infinite ball radius (and noise); it is "
+                "only allowed in the non-private testing mode rho = inf."
+            )
+        # tau = inf (testing mode): every row with a finite distance is kept, NaN and
+        # +-inf rows are still dropped by `dist <= radius`.
+        self.radius_ = min(tau * math.sqrt(p) * s, _FLOAT_MAX)
         # Budget of each stage: with disjoint halves both stages get the whole rho
         # (parallel composition); with one sample they split it (sequential).
         stage_rho = rho if self.sample_split == "data" else rho / 2.0
@@ -669,19 +718,20 @@ class TruncatedMeanOracle:
         in_y[rng.permutation(N)[: N // 2]] = True
         return in_y
 
-    def _rows(self, G, rows, half):
-        """Flatten a gradient chunk to (rows, p) and keep the rows of ``half``."""
-        G = G.reshape(G.shape[0], -1)
+    def _half(self, rows, half):
+        """Mask of the chunk ``rows`` for the half ``"Y"`` or ``"Z"`` (None: all)."""
         if self.in_y_ is None:
-            return G
+            return None
         mask = self.in_y_[rows]
-        return G[mask] if half == "Y" else G[~mask]
+        return mask if half == "Y" else ~mask
 
     def _centre(self, design, U, rng):
         grid, s = self.grid_, self.gradient_scale
 
         def counts(G, rows):
-            return bucket_counts(self._rows(G, rows, "Y"), grid, s)
+            return bucket_counts(
+                G.reshape(G.shape[0], -1), grid, s, self._half(rows, "Y")
+            )
 
         exact = design.gradient_chunk_sum(U, counts)
         return s * _noisy_argmax_midpoints(exact, grid, self.histogram_mechanism_, rng)
@@ -690,7 +740,9 @@ class TruncatedMeanOracle:
         radius = self.radius_
 
         def partial(G, rows):
-            total, kept = _truncated_sum(self._rows(G, rows, "Z"), centre, radius)
+            total, kept = _truncated_sum(
+                G.reshape(G.shape[0], -1), centre, radius, self._half(rows, "Z")
+            )
             return np.append(total, kept)
 
         out = design.gradient_chunk_sum(U, partial)
@@ -718,6 +770,11 @@ class TruncatedMeanOracle:
         """
         if not hasattr(self, "mean_mechanism_"):
             raise RuntimeError("calibrate() must be called before estimate().")
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(
+                f"estimate needs an explicit numpy.random.Generator, got "
+                f"{type(rng).__name__}."
+            )
         if design.n_samples != self.n_samples_:
             raise ValueError(
                 f"design has {design.n_samples} rows, the oracle was calibrated "
@@ -783,14 +840,16 @@ class AxisTruncatedMeanOracle(TruncatedMeanOracle):
 
     def calibrate(self, n_samples, rho, shape, truncation=None):
         super().calibrate(n_samples, rho, shape, truncation)
-        self.radius_ = self.truncation_ * self.gradient_scale
+        self.radius_ = min(self.truncation_ * self.gradient_scale, _FLOAT_MAX)
         return self
 
     def _mean_query(self, design, U, centre):
         halfwidth, p = self.radius_, self.dim_
 
         def partial(G, rows):
-            total, kept = _axis_truncated_sum(self._rows(G, rows, "Z"), centre, halfwidth)
+            total, kept = _axis_truncated_sum(
+                G.reshape(G.shape[0], -1), centre, halfwidth, self._half(rows, "Z")
+            )
             return np.concatenate([total, kept])
 
         out = design.gradient_chunk_sum(U, partial)

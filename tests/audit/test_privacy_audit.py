@@ -31,8 +31,14 @@ N_RUNS_SLOW = 4000
 #: Per-(estimator, algorithm) parameters that make the audit faster. Only sizes
 #: (iterations, ...) belong here; the privacy parameters are always the claim above.
 AUDIT_OVERRIDES = {
-    ("HeavyTailedDPRidge", "clipped_gd"): {"max_iter": 20},
-    ("HeavyTailedDPLogistic", "clipped_gd"): {"max_iter": 20},
+    (est, algorithm): {"max_iter": iters}
+    for est in ("HeavyTailedDPRidge", "HeavyTailedDPLogistic")
+    for algorithm, iters in (
+        ("clipped_gd", 20),
+        ("catoni_gd", 5),
+        ("truncated_mean_gd", 5),
+        ("axis_truncated_mean_gd", 5),
+    )
 }
 
 

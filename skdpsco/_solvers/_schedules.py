@@ -1,0 +1,439 @@
+"""Public parameter schedules of DP-SCO with the truncated-mean oracle.
+
+Kamath, Liu & Zhang (2021), Algorithm 4 with Theorems 4.7 (convex) and 4.8 (strongly
+convex, smooth), and Appendix B (axis-aligned moments), with the open choices of the
+implementation card (shared/algorithms/kamath-liu-zhang-2021.md §2.4–§2.7). Every
+function here is a pure function of public numbers: ``N``, ``p``, the total zCDP budget
+``rho`` and the user's public bounds. Nothing reads data, so nothing here needs
+privacy accounting.
+
+Conventions (card §2.7): ``n`` is the size of the mean stage's sample,
+``n = |Z| = N - floor(N/2)`` for ``sample_split="data"``; for ``"budget"`` the mean
+stage sees ``n = N`` records at half the per-call budget, so the "effective privacy
+sample size" ``X = n sqrt(rho) / p`` is evaluated with ``(n, rho) = (N, rho/2)``
+([OPEN] -> this choice keeps ``X`` equal to the ratio that sets the mean stage's
+noise, ``sigma ~ tau sqrt(p) / (n sqrt(rho_mean))``). Work is in normalised units
+(``R~ = R / s``, card §1.5); the step size uses the original ``M`` and ``R``.
+"""
+
+import math
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+from .._mean_estimation._truncated_mean import (
+    MIN_TRUNCATION,
+    BucketGrid,
+    default_gradient_bound,
+    mean_stage_size,
+)
+
+__all__ = [
+    "TruncatedGDSchedule",
+    "axis_convex_schedule",
+    "axis_strongly_convex_schedule",
+    "convex_schedule",
+    "default_gradient_bound",
+    "histogram_failure_bound",
+    "strongly_convex_schedule",
+]
+
+#: Default cap on ``T`` (card §2.7).
+DEFAULT_MAX_ITER = 1000
+
+
+@dataclass(frozen=True)
+class TruncatedGDSchedule:
+    """Public hyperparameters of one DP-SCO fit.
+
+    Attributes
+    ----------
+    n_iter : int
+        ``T`` (after the clamp to ``[1, max_iter]``).
+    learning_rate : float
+        ``eta``, computed with the final ``T``.
+    truncation : float
+        ``tau`` after the clamp at 60.
+    averaging : {"uniform", "last"}
+        Released iterate: mean of ``w_1..w_T`` (convex) or ``w_T`` (strongly convex).
+    rho_per_iter : float
+        ``rho / T``, the budget of one oracle call.
+    truncation_formula : float
+        The unclamped ``tau`` formula (public; card §6.3 suggests exposing it).
+    """
+
+    n_iter: int
+    learning_rate: float
+    truncation: float
+    averaging: str
+    rho_per_iter: float
+    truncation_formula: float
+
+
+# ------------------------------------------------------------------ validation
+
+
+def _positive(value, name, *, allow_inf=False):
+    if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value):
+        raise ValueError(f"{name} must be a real number > 0, got {value!r}.")
+    if not value > 0 or (math.isinf(value) and not allow_inf):
+        bound = "> 0" if allow_inf else "finite and > 0"
+        raise ValueError(f"{name} must be {bound}, got {value!r}.")
+    return float(value)
+
+
+def _count(value, name):
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+    return int(value)
+
+
+def _common(
+    n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
+):
+    N = _count(n_samples, "n_samples")
+    rho = _positive(rho, "rho", allow_inf=True)
+    p = _count(dim, "dim")
+    s = _positive(gradient_scale, "gradient_scale")
+    R = (
+        default_gradient_bound(s, p)
+        if gradient_bound is None
+        else _positive(gradient_bound, "gradient_bound")
+    )
+    max_iter = _count(max_iter, "max_iter")
+    n = mean_stage_size(N, sample_split)
+    rho_mean = rho if sample_split == "data" else rho / 2.0
+    return n, rho, rho_mean, p, s, R, max_iter
+
+
+def _moment(moment_order):
+    k = _positive(moment_order, "moment_order")
+    if k < 2:
+        raise ValueError(f"moment_order must be >= 2, got {moment_order!r}.")
+    return k
+
+
+def _clamp_iter(T, max_iter):
+    # [OPEN] -> [DEFAULT] T in [1, max_iter]; a smaller T is privacy-safe when eta and
+    # rho_t are recomputed with it (card §2.4). floor(inf) is the cap.
+    if not T >= 1:
+        return 1
+    return int(min(max_iter, math.floor(T))) if math.isfinite(T) else max_iter
+
+
+def _strong_convexity(strong_convexity, smoothness):
+    a = _positive(strong_convexity, "strong_convexity")
+    b = _positive(smoothness, "smoothness")
+    if a > b:
+        raise ValueError(f"strong_convexity ({a!r}) cannot exceed smoothness ({b!r}).")
+    return a, b
+
+
+def _strongly_convex_iterations(n, rho_mean, p, k, s, a, b, diameter, max_iter):
+    """Smallest ``T >= 1`` with ``q^T M <= (a + b) G(T) / (a b)`` (card §2.5)."""
+    q = (a * a + a * b + b * b) / (a + b) ** 2  # = 1 - ab / (a+b)^2
+    M = diameter
+
+    def G(T):
+        # [OPEN] O-constants set to 1: G(T) = s (sqrt(p/n) + (p sqrt(T)/(n sqrt rho))
+        # ^((k-1)/k)), the error bound of the oracle at budget rho/T (Thm 4.1).
+        privacy = (
+            0.0
+            if math.isinf(rho_mean)
+            else p * math.sqrt(T) / (n * math.sqrt(rho_mean))
+        )
+        return s * (math.sqrt(p / n) + privacy ** ((k - 1.0) / k))
+
+    # The left side decreases and the right side increases in T, so the first T that
+    # satisfies the rule is well defined; q^T is evaluated in log space.
+    log_q = math.log(q)
+    for T in range(1, max_iter + 1):
+        if T * log_q + math.log(M) <= math.log((a + b) * G(T) / (a * b)):
+            return T
+    return max_iter
+
+
+# ------------------------------------------------------------------- schedules
+
+
+def convex_schedule(
+    n_samples,
+    rho,
+    dim,
+    *,
+    diameter,
+    moment_order=2.0,
+    gradient_scale=1.0,
+    gradient_bound=None,
+    sample_split="data",
+    max_iter=DEFAULT_MAX_ITER,
+):
+    """Convex case: Algorithm 4 with Theorem 4.7 (card §2.4).
+
+    With ``X = n sqrt(rho) / p`` and ``L_R = max(1, ln(R / s))``:
+
+    * ``T = clip(floor(X^((2k-2)/k) / (4 L_R)), 1, max_iter)``
+      ([PAPER] ``T = (n sqrt(rho)/d)^((2k-2)/k) / (4 log R)``; [OPEN] ``L_R >= 1``
+      and the cap are the card's defaults);
+    * ``tau = max(60, X^(1/k))`` ([PAPER] — deliberately *without* ``T``: the paper's
+      key improvement over KSU20, Remark 4.9; [OPEN] clamp at 60);
+    * ``eta = M / (R sqrt(T))`` and ``rho_t = rho / T``, both with the final ``T``;
+    * averaging ``"uniform"`` (mean of ``w_1..w_T``).
+
+    Parameters
+    ----------
+    n_samples : int
+        Public ``N``.
+    rho : float
+        Total zCDP budget of the fit (``inf``: the non-private testing mode; then
+        ``T = max_iter`` and ``tau = inf``, which the oracles accept only at
+        ``rho = inf``: nothing is truncated).
+    dim : int
+        ``p``: gradient coordinates (intercept and ``x K`` included).
+    diameter : float
+        ``M``, diameter of the feasible set (``2 radius`` for a ball).
+    moment_order : float, default=2.0
+        ``k >= 2``.
+    gradient_scale : float, default=1.0
+        ``s``.
+    gradient_bound : float or None
+        ``R`` (original units); ``None``: :func:`default_gradient_bound`.
+    sample_split : {"data", "budget"}, default="data"
+    max_iter : int, default=1000
+
+    Returns
+    -------
+    TruncatedGDSchedule
+
+    References
+    ----------
+    .. [1] Kamath, G., Liu, X. and Zhang, H. (2021). arXiv:2106.01336, Algorithm 4,
+       Theorem 4.7.
+
+    Examples
+    --------
+    >>> sched = convex_schedule(100_000, 0.0208199, 10, diameter=10.0,
+    ...                         gradient_bound=10.0)
+    >>> sched.n_iter, sched.truncation, round(sched.learning_rate, 6)
+    (78, 60.0, 0.113228)
+    """
+    n, rho, rho_mean, p, s, R, max_iter = _common(
+        n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
+    )
+    k = _moment(moment_order)
+    M = _positive(diameter, "diameter")
+    X = n * math.sqrt(rho_mean) / p
+    L_R = max(1.0, math.log(R / s))
+    T = _clamp_iter(X ** ((2.0 * k - 2.0) / k) / (4.0 * L_R), max_iter)
+    tau_formula = X ** (1.0 / k)
+    return TruncatedGDSchedule(
+        n_iter=T,
+        learning_rate=M / (R * math.sqrt(T)),
+        truncation=max(MIN_TRUNCATION, tau_formula),
+        averaging="uniform",
+        rho_per_iter=rho / T,
+        truncation_formula=tau_formula,
+    )
+
+
+def strongly_convex_schedule(
+    n_samples,
+    rho,
+    dim,
+    *,
+    diameter,
+    strong_convexity,
+    smoothness,
+    moment_order=2.0,
+    gradient_scale=1.0,
+    gradient_bound=None,
+    sample_split="data",
+    max_iter=DEFAULT_MAX_ITER,
+):
+    """Strongly convex and smooth case: Algorithm 4 with Theorem 4.8 (card §2.5).
+
+    With ``q = (a^2 + ab + b^2) / (a + b)^2`` and
+    ``G(T) = s (sqrt(p/n) + (p sqrt(T) / (n sqrt(rho)))^((k-1)/k))``:
+
+    * ``eta = 1 / (a + b)`` [PAPER];
+    * ``T`` = the smallest integer ``>= 1`` with ``q^T M <= (a + b) G(T) / (a b)``,
+      capped at ``max_iter`` ([OPEN] -> card default: the paper's
+      ``T = ln((a+b)G/(ab)) / ln q`` is circular in ``G`` and omits ``M``);
+    * ``tau = max(60, (n sqrt(rho / T) / p)^(1/k))`` — here ``tau`` *does* include
+      ``T`` [PAPER]; [OPEN] clamp at 60;
+    * ``rho_t = rho / T``; averaging ``"last"`` (``w_T``).
+
+    ``a`` and ``b`` must be public bounds (card §6.4). ``R`` does not enter (only the
+    oracle's histogram range uses it).
+
+    Parameters
+    ----------
+    n_samples, rho, dim, diameter, moment_order, gradient_scale, gradient_bound, \
+sample_split, max_iter
+        As in :func:`convex_schedule`.
+    strong_convexity : float
+        ``a > 0``.
+    smoothness : float
+        ``b >= a``.
+
+    Returns
+    -------
+    TruncatedGDSchedule
+
+    References
+    ----------
+    .. [1] Kamath, G., Liu, X. and Zhang, H. (2021). arXiv:2106.01336, Algorithm 4,
+       Theorems 3.2 and 4.8.
+
+    Examples
+    --------
+    >>> sched = strongly_convex_schedule(100_000, 0.0208199, 10, diameter=10.0,
+    ...                                  strong_convexity=1.0, smoothness=2.0)
+    >>> sched.n_iter, sched.truncation, round(sched.learning_rate, 6)
+    (18, 60.0, 0.333333)
+    """
+    n, rho, rho_mean, p, s, _, max_iter = _common(
+        n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
+    )
+    k = _moment(moment_order)
+    M = _positive(diameter, "diameter")
+    a, b = _strong_convexity(strong_convexity, smoothness)
+    T = _strongly_convex_iterations(n, rho_mean, p, k, s, a, b, M, max_iter)
+    tau_formula = (n * math.sqrt(rho_mean / T) / p) ** (1.0 / k)
+    return TruncatedGDSchedule(
+        n_iter=T,
+        learning_rate=1.0 / (a + b),
+        truncation=max(MIN_TRUNCATION, tau_formula),
+        averaging="last",
+        rho_per_iter=rho / T,
+        truncation_formula=tau_formula,
+    )
+
+
+def axis_convex_schedule(
+    n_samples,
+    rho,
+    dim,
+    *,
+    diameter,
+    gradient_scale=1.0,
+    gradient_bound=None,
+    sample_split="data",
+    max_iter=DEFAULT_MAX_ITER,
+):
+    """Axis-aligned moments, convex case (Appendix B, ``k = 2``; card §2.6).
+
+    * ``T = clip(floor(sqrt(rho) n R~^2 / p^(3/2)), 1, max_iter)`` with ``R~ = R / s``
+      [PAPER, normalised units];
+    * ``tau = max(60, (n^2 rho / p)^(1/4))`` [PAPER]; [OPEN] clamp at 60;
+    * ``eta = M / (R sqrt(T))``, ``rho_t = rho / T`` with the final ``T``;
+      averaging ``"uniform"``.
+
+    Parameters are those of :func:`convex_schedule` (``k = 2`` is implied).
+
+    References
+    ----------
+    .. [1] Kamath, G., Liu, X. and Zhang, H. (2021). arXiv:2106.01336, Appendix B.
+    """
+    n, rho, rho_mean, p, s, R, max_iter = _common(
+        n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
+    )
+    M = _positive(diameter, "diameter")
+    R_tilde = R / s
+    T = _clamp_iter(math.sqrt(rho_mean) * n * R_tilde**2 / p**1.5, max_iter)
+    tau_formula = (n * n * rho_mean / p) ** 0.25
+    return TruncatedGDSchedule(
+        n_iter=T,
+        learning_rate=M / (R * math.sqrt(T)),
+        truncation=max(MIN_TRUNCATION, tau_formula),
+        averaging="uniform",
+        rho_per_iter=rho / T,
+        truncation_formula=tau_formula,
+    )
+
+
+def axis_strongly_convex_schedule(
+    n_samples,
+    rho,
+    dim,
+    *,
+    diameter,
+    strong_convexity,
+    smoothness,
+    gradient_scale=1.0,
+    gradient_bound=None,
+    sample_split="data",
+    max_iter=DEFAULT_MAX_ITER,
+):
+    """Axis-aligned moments, strongly convex case (Appendix B, ``k = 2``; card §2.6).
+
+    ``T`` and ``eta = 1/(a+b)`` as in :func:`strongly_convex_schedule` with ``k = 2``
+    (card: "T and eta as in §2.5"); ``tau = max(60, (n^2 (rho / T) / p)^(1/4))``
+    ([OPEN] -> card default: the paper omits the per-step ``rho / T``; using it is the
+    conservative KSU20 reading). Averaging ``"last"``.
+
+    References
+    ----------
+    .. [1] Kamath, G., Liu, X. and Zhang, H. (2021). arXiv:2106.01336, Appendix B.
+    """
+    n, rho, rho_mean, p, s, _, max_iter = _common(
+        n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
+    )
+    M = _positive(diameter, "diameter")
+    a, b = _strong_convexity(strong_convexity, smoothness)
+    T = _strongly_convex_iterations(n, rho_mean, p, 2.0, s, a, b, M, max_iter)
+    tau_formula = (n * n * (rho_mean / T) / p) ** 0.25
+    return TruncatedGDSchedule(
+        n_iter=T,
+        learning_rate=1.0 / (a + b),
+        truncation=max(MIN_TRUNCATION, tau_formula),
+        averaging="last",
+        rho_per_iter=rho / T,
+        truncation_formula=tau_formula,
+    )
+
+
+def histogram_failure_bound(
+    n_samples,
+    rho_per_iter,
+    dim,
+    *,
+    gradient_scale=1.0,
+    gradient_bound=None,
+    bucket_halfwidth=10.0,
+    sample_split="data",
+):
+    """Public reliability diagnostic ``p_step`` of one oracle call (card §6.3).
+
+    ``p_step = 2 p (R~'/tau_RE + 2) exp(-n_Y^2 rho_h / (1024 p)) + p exp(-n_Y / 50)``,
+    the union over the ``p`` coordinates of Thm 4.2's failure probability, with
+    ``R~'`` the grid's rounded range, ``n_Y = |Y|`` and ``rho_h = rho_t`` the
+    histogram stage's budget (``N`` and ``rho_t / 2`` with ``sample_split="budget"``).
+    The card writes ``exp(-n / 50)`` with ``n = |Z|``; Thm 4.2's term is about the
+    histogram's own sample, so the (conservative, ``n_Y <= n``) ``n_Y`` is used.
+    The card suggests a ``UserWarning`` when ``T * p_step > 0.05``. Public numbers
+    only.
+
+    Examples
+    --------
+    Card §7.22: ``N = 2000``, ``p = 50``, ``epsilon = 0.1`` (``T = 1``):
+
+    >>> round(histogram_failure_bound(2000, 2.162e-4, 50))
+    398
+    """
+    N = _count(n_samples, "n_samples")
+    rho_t = _positive(rho_per_iter, "rho_per_iter", allow_inf=True)
+    p = _count(dim, "dim")
+    s = _positive(gradient_scale, "gradient_scale")
+    R = (
+        default_gradient_bound(s, p)
+        if gradient_bound is None
+        else _positive(gradient_bound, "gradient_bound")
+    )
+    tau_re = _positive(bucket_halfwidth, "bucket_halfwidth")
+    n_y, rho_h = (N // 2, rho_t) if sample_split == "data" else (N, rho_t / 2.0)
+    grid = BucketGrid.from_bound(R / s, tau_re)
+    R_rounded = grid.half_count * grid.width
+    exponent = -(n_y**2) * rho_h / (1024.0 * p)
+    return 2.0 * p * (R_rounded / tau_re + 2.0) * math.exp(exponent) + p * math.exp(
+        -n_y / 50.0
+    )

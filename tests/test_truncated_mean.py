@@ -1,0 +1,773 @@
+"""Private-range truncated mean (Kamath, Liu & Zhang 2021, Alg. 2–3, App. B) and its
+public schedules: worked-example numbers, sensitivities, noise scales, the split, the
+ledger (card shared/algorithms/kamath-liu-zhang-2021.md §2, §3, §7)."""
+
+import math
+import tracemalloc
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from skdpsco._mean_estimation._truncated_mean import (
+    AxisTruncatedMeanOracle,
+    BucketGrid,
+    TruncatedMeanOracle,
+    axis_truncated_mean,
+    bucket_counts,
+    default_gradient_bound,
+    mean_stage_size,
+    private_range_centre,
+    range_histogram_mechanism,
+    truncated_mean,
+)
+from skdpsco._solvers import LinearDesign
+from skdpsco._solvers._schedules import (
+    axis_convex_schedule,
+    axis_strongly_convex_schedule,
+    convex_schedule,
+    histogram_failure_bound,
+    strongly_convex_schedule,
+)
+from skdpsco.privacy import account_records, approx_dp_to_zcdp, gdp_to_approx_dp
+
+RHO_EXAMPLE = approx_dp_to_zcdp(1.0, 1e-5)  # 0.0208199 (card §1.4)
+ORACLES = [TruncatedMeanOracle, AxisTruncatedMeanOracle]
+
+
+def _per_sample_gradients(X, U, fit_intercept=True):
+    Xt = np.hstack([X, np.ones((X.shape[0], 1))]) if fit_intercept else X
+    return U[:, None] * Xt if U.ndim == 1 else Xt[:, :, None] * U[:, None, :]
+
+
+# ------------------------------------------------------- schedules (card §2.4–2.8)
+
+
+def test_worked_example_convex_numbers():
+    # Card §2.8 / §7.14: N = 1e5, d = 10, k = 2, eps = 1, delta = 1e-5, s = 1, R = 10,
+    # ball of radius 5 (M = 10).
+    N, d = 100_000, 10
+    n = mean_stage_size(N)
+    assert n == 50_000
+    assert n * math.sqrt(RHO_EXAMPLE) / d == pytest.approx(721.456, abs=1e-3)
+    sched = convex_schedule(N, RHO_EXAMPLE, d, diameter=10.0, gradient_bound=10.0)
+    assert sched.truncation_formula == pytest.approx(26.860, abs=1e-3)
+    assert sched.truncation == 60.0
+    assert sched.n_iter == 78
+    assert sched.learning_rate == pytest.approx(0.113228, abs=1e-6)
+    assert sched.rho_per_iter == pytest.approx(2.66922e-4, rel=1e-5)
+    assert sched.averaging == "uniform"
+    oracle = TruncatedMeanOracle(gradient_bound=10.0).calibrate(
+        N, sched.rho_per_iter, (d,), truncation=sched.truncation
+    )
+    assert oracle.mean_mechanism_.sigma == pytest.approx(0.437968, abs=1e-6)
+    assert oracle.histogram_mechanism_.sigma == pytest.approx(193.56, abs=5e-3)
+    np.testing.assert_array_equal(oracle.grid_.edges, [-40, -20, 0, 20, 40])
+    assert oracle.radius_ == pytest.approx(60 * math.sqrt(10))
+
+
+def test_worked_example_strongly_convex_numbers():
+    sched = strongly_convex_schedule(
+        100_000, RHO_EXAMPLE, 10, diameter=10.0, strong_convexity=1.0, smoothness=2.0
+    )
+    assert sched.n_iter == 18
+    assert sched.learning_rate == pytest.approx(1 / 3)
+    assert sched.truncation == 60.0
+    assert sched.truncation_formula == pytest.approx(13.04, abs=5e-3)
+    assert sched.averaging == "last"
+    assert sched.rho_per_iter == pytest.approx(RHO_EXAMPLE / 18)
+    # The rule holds at T and fails at T - 1 (it is the smallest such T).
+    q, n, d = 7 / 9, 50_000, 10
+
+    def G(T):
+        return math.sqrt(d / n) + math.sqrt(d * math.sqrt(T) / (n * RHO_EXAMPLE**0.5))
+
+    assert q**18 * 10 <= 1.5 * G(18) and q**17 * 10 > 1.5 * G(17)
+
+
+def test_schedule_clamps_and_caps():
+    # T >= 1 for a tiny budget; tau clamped at 60; L_R = max(1, ln R~) for R <= e s.
+    low = convex_schedule(1000, 1e-9, 20, diameter=2.0)
+    assert low.n_iter == 1 and low.truncation == 60.0
+    assert low.rho_per_iter == 1e-9
+    # The cap: T = max_iter, eta and rho_t recomputed with the capped T.
+    capped = convex_schedule(
+        10**7, 10.0, 5, diameter=4.0, moment_order=2.0, gradient_bound=2.0, max_iter=250
+    )
+    assert capped.n_iter == 250
+    assert capped.learning_rate == pytest.approx(4.0 / (2.0 * math.sqrt(250)))
+    assert capped.rho_per_iter == pytest.approx(10.0 / 250)
+    # Convex tau does NOT include T (the paper's key choice): same tau for any cap.
+    other = convex_schedule(
+        10**7, 10.0, 5, diameter=4.0, moment_order=2.0, gradient_bound=2.0, max_iter=3
+    )
+    assert other.truncation == capped.truncation > 60.0
+    # L_R: R~ = 2 < e gives L_R = 1, so T = floor(X / 4) for k = 2.
+    sched = convex_schedule(20_000, 0.01, 10, diameter=1.0, gradient_bound=2.0)
+    assert sched.n_iter == math.floor(10_000 * 0.1 / 10 / 4)
+    # Strongly convex tau includes T; T never exceeds max_iter.
+    sc = strongly_convex_schedule(
+        20_000,
+        0.01,
+        10,
+        diameter=1e6,
+        strong_convexity=1e-3,
+        smoothness=1.0,
+        max_iter=40,
+    )
+    assert sc.n_iter == 40
+    assert sc.truncation_formula == pytest.approx(
+        math.sqrt(10_000 * math.sqrt(0.01 / 40) / 10)
+    )
+    # The testing mode rho = inf: T at the cap, the formula tau infinite.
+    inf = convex_schedule(1000, math.inf, 3, diameter=1.0, max_iter=17)
+    assert inf.n_iter == 17 and math.isinf(inf.truncation_formula)
+
+
+def test_axis_and_budget_schedules():
+    N, rho, p, R = 40_000, 0.5, 8, 6.0
+    n = 20_000
+    ax = axis_convex_schedule(N, rho, p, diameter=3.0, gradient_bound=R)
+    assert ax.n_iter == min(1000, math.floor(math.sqrt(rho) * n * R**2 / p**1.5))
+    assert ax.truncation_formula == pytest.approx((n * n * rho / p) ** 0.25)
+    assert ax.learning_rate == pytest.approx(3.0 / (R * math.sqrt(ax.n_iter)))
+    axs = axis_strongly_convex_schedule(
+        N, rho, p, diameter=3.0, strong_convexity=0.5, smoothness=1.0
+    )
+    iso = strongly_convex_schedule(
+        N, rho, p, diameter=3.0, strong_convexity=0.5, smoothness=1.0
+    )
+    assert axs.n_iter == iso.n_iter  # card: T and eta as in §2.5 (k = 2)
+    assert axs.truncation_formula == pytest.approx(
+        (n * n * rho / axs.n_iter / p) ** 0.25
+    )
+    # 'budget': the mean stage sees n = N at rho / 2.
+    b = convex_schedule(N, rho, p, diameter=3.0, sample_split="budget")
+    assert b.truncation_formula == pytest.approx(math.sqrt(N * math.sqrt(rho / 2) / p))
+
+
+def test_histogram_failure_bound_card_values():
+    # Card §7.22: N = 2000, d = 50, eps = 0.1 triggers the warning (p_step ~ 398);
+    # N = 1e5, d = 5, eps = 1 does not (T p_step ~ 7.8e-9, with or without intercept).
+    rho = approx_dp_to_zcdp(0.1, 1e-5)
+    s1 = convex_schedule(2000, rho, 50, diameter=20.0)
+    assert histogram_failure_bound(2000, s1.rho_per_iter, 50) == pytest.approx(
+        398, abs=1
+    )
+    for d in (5, 6):
+        s2 = convex_schedule(100_000, RHO_EXAMPLE, d, diameter=20.0)
+        risk = s2.n_iter * histogram_failure_bound(100_000, s2.rho_per_iter, d)
+        assert risk == pytest.approx(7.8e-9, rel=0.02)
+
+
+def test_default_gradient_bound_and_stage_size():
+    assert default_gradient_bound(2.0, 100) == pytest.approx(20.0)
+    assert default_gradient_bound(3.0, 5) == pytest.approx(3.0 * math.e)
+    assert mean_stage_size(7) == 4 and mean_stage_size(7, "budget") == 7
+    oracle = TruncatedMeanOracle(gradient_scale=3.0, truncation=60.0)
+    assert oracle.calibrate(10, 1.0, (5,)).gradient_bound_ == pytest.approx(3 * math.e)
+
+
+# ----------------------------------------------------------------- CDPRE (§2.1)
+
+
+def test_bucket_grid_card_values():
+    assert BucketGrid.from_bound(20, 10).edges.tolist() == [-40, -20, 0, 20, 40]
+    assert BucketGrid.from_bound(10, 10).edges.tolist() == [-40, -20, 0, 20, 40]
+    g = BucketGrid.from_bound(25, 10)
+    assert g.n_buckets == 6 == 40 / 10 + 2
+    np.testing.assert_array_equal(g.midpoints, [-50, -30, -10, 10, 30, 50])
+
+
+def test_bucket_counts_edges_and_non_finite_values():
+    grid = BucketGrid.from_bound(20, 10)  # [-40,-20), [-20,0), [0,20), [20,40]
+    # -40 | -20, -1e-12 | 0, 19.999 | 20, 40 (closed); the rest in no bucket.
+    v = np.array(
+        [
+            -40,
+            -20.0,
+            -1e-12,
+            0,
+            19.999,
+            20,
+            40,
+            40.0001,
+            -40.0001,
+            np.nan,
+            np.inf,
+            -np.inf,
+            1e308,
+            -1e308,
+        ]
+    )
+    np.testing.assert_array_equal(bucket_counts(v, grid)[0], [1, 2, 2, 2])
+    # With a scale s the grid is in units of s: edges at 2.5 * [-40, ..., 40].
+    with np.errstate(over="ignore"):
+        scaled = 2.5 * v
+    np.testing.assert_array_equal(
+        bucket_counts(scaled, grid, scale=2.5)[0], [1, 2, 2, 2]
+    )
+    V = np.column_stack([v, -v])
+    np.testing.assert_array_equal(bucket_counts(V, grid), [[1, 2, 2, 2], [1, 2, 2, 2]])
+
+
+def test_histogram_sensitivity_under_replace_one():
+    # Card §7.5: the count vector changes in <= 2 cells by exactly 1 (l2 <= sqrt 2).
+    rng = np.random.default_rng(1)
+    grid = BucketGrid.from_bound(30, 10)
+    specials = [np.nan, np.inf, -np.inf, 1e300, 40.0, -60.0, 60.0, 0.0]
+    for _ in range(200):
+        v = rng.normal(0, 30, size=rng.integers(1, 12))
+        base = bucket_counts(v, grid)[0]
+        i = rng.integers(v.size)
+        for new in [rng.normal(0, 50), *specials]:
+            w = v.copy()
+            w[i] = new
+            diff = bucket_counts(w, grid)[0] - base
+            assert np.count_nonzero(diff) <= 2 and np.all(np.abs(diff) <= 1)
+            assert diff.sum() in (-1, 0, 1)
+
+
+def test_histogram_noise_variance_on_every_bucket():
+    # Card §7.6: rho' = 0.5 -> per-bucket variance 1/rho' = 2.0 +- 5%, empty or not.
+    mech = range_histogram_mechanism(0.5)
+    assert mech.sigma == pytest.approx(math.sqrt(2.0))
+    counts = np.array([[0, 0, 700, 0, 3, 0]])
+    rng = np.random.default_rng(2)
+    noise = np.stack([mech.release(counts, rng) - counts for _ in range(20_000)])
+    var = noise.var(axis=0)[0]
+    assert np.all(np.abs(var - 2.0) < 0.1)
+    # Joint mechanism of p histograms: sensitivity sqrt(2p), same per-cell sigma.
+    joint = range_histogram_mechanism(0.5, n_coordinates=7)
+    assert joint.sensitivity == pytest.approx(math.sqrt(14))
+    assert joint.sigma == mech.sigma
+
+
+def test_range_estimator_noises_empty_buckets():
+    # Every value in one bucket: with a tiny budget the noisy argmax sometimes lands
+    # on an EMPTY bucket (so empty buckets are noised); with rho = inf never.
+    values = np.full((5, 400), 13.0)  # 400 independent coordinates, 5 samples each
+    rng = np.random.default_rng(3)
+    noisy = private_range_centre(values, 1e-4, 20.0, 10.0, rng)
+    midpoints = set(BucketGrid.from_bound(20, 10).midpoints.tolist())
+    assert set(np.unique(noisy).tolist()) == midpoints  # all four buckets chosen
+    exact = private_range_centre(values, math.inf, 20.0, 10.0, rng)
+    np.testing.assert_array_equal(exact, 10.0)
+    # Lowest-index tie rule on exact counts: an all-NaN column picks bucket 0.
+    assert private_range_centre(np.full(3, np.nan), math.inf, 20, 10, rng) == -30.0
+
+
+@pytest.mark.parametrize("dist", ["normal", "student"])
+def test_range_estimator_accuracy_theorem_4_2(dist):
+    # Card §7.7: m = 1000, mu ~ U[-100, 100], R = 100, rho' = 0.1, 1000 trials (as
+    # 1000 independent coordinates): every midpoint within 30, >= 99% within 13.
+    rng = np.random.default_rng(4 if dist == "normal" else 5)
+    mu = rng.uniform(-100, 100, size=1000)
+    if dist == "normal":
+        noise = rng.normal(size=(1000, 1000))
+    else:
+        noise = rng.standard_t(3, size=(1000, 1000)) / math.sqrt(3)
+    centre = private_range_centre(mu + noise, 0.1, 100.0, 10.0, rng)
+    err = np.abs(centre - mu)
+    assert err.max() <= 30
+    assert np.mean(err <= 13) >= 0.99
+
+
+# ------------------------------------------------- truncated mean (§2.2, §2.6)
+
+
+def _brute_force_ratio(mean_fn, n, d, r, rng, n_datasets):
+    """Max over adversarial replace-one pairs of ||f(Z) - f(Z')|| / (8 r sqrt-ish)."""
+    c = rng.normal(size=d)
+    units = np.vstack([np.eye(d), -np.eye(d)])
+    candidates = [c + r * u for u in units] + [
+        c + 0.999 * r * units[0],
+        c + 1.001 * r * units[0],
+        c + 1e6 * units[1 % len(units)],
+        np.full(d, np.nan),
+        np.full(d, np.inf),
+        np.full(d, -np.inf),
+        np.full(d, 1e200),  # finite row whose norm overflows
+        c.copy(),
+    ]
+    worst = 0.0
+    for _ in range(n_datasets):
+        kind = rng.integers(0, 4, size=n)
+        dirs = rng.normal(size=(n, d))
+        dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+        radii = np.choose(
+            kind,
+            [
+                rng.uniform(0, r, n),
+                np.full(n, r),
+                rng.uniform(r, 3 * r, n),
+                np.full(n, r),
+            ],
+        )
+        Z = c + radii[:, None] * dirs
+        axis_rows = kind == 3  # exact boundary points on the first axis
+        Z[axis_rows] = c + r * units[rng.integers(0, 2, axis_rows.sum()) * d]
+        base = mean_fn(Z, c)
+        assert np.all(np.isfinite(base))
+        for i in range(n):
+            for v in candidates:
+                Z2 = Z.copy()
+                Z2[i] = v
+                other = mean_fn(Z2, c)
+                assert np.all(np.isfinite(other))
+                worst = max(worst, np.linalg.norm(other - base))
+    return worst
+
+
+@pytest.mark.parametrize("n,d", [(4, 1), (5, 2), (8, 3), (12, 2)])
+def test_truncated_mean_sensitivity_brute_force(n, d):
+    # Card §2.2 / §7.8: ||f(Z) - f(Z')|| <= 8 r / (3n), r = tau sqrt(d), c fixed,
+    # over boundary, far, NaN, +-inf and overflowing replacements, and kept counts
+    # below, at and above the 3n/4 floor. The bound is tight (ratio -> 1).
+    rng = np.random.default_rng(10 * n + d)
+    r = 1.7 * math.sqrt(d)
+    worst = _brute_force_ratio(
+        lambda Z, c: truncated_mean(Z, c, r, n), n, d, r, rng, 120
+    )
+    bound = 8 * r / (3 * n)
+    assert worst <= bound * (1 + 1e-12)
+    assert worst >= 0.99 * bound
+
+
+@pytest.mark.parametrize("n,d", [(4, 2), (8, 3)])
+def test_axis_truncated_mean_sensitivity_brute_force(n, d):
+    # App. B: per coordinate 8 tau / (3n); jointly 8 tau sqrt(d) / (3n).
+    rng = np.random.default_rng(20 * n + d)
+    tau = 1.3
+    worst = _brute_force_ratio(
+        lambda Z, c: axis_truncated_mean(Z, c, tau, n), n, d, tau, rng, 120
+    )
+    assert worst <= 8 * tau * math.sqrt(d) / (3 * n) * (1 + 1e-12)
+
+
+def test_keep_test_drops_nan_and_overflowing_rows():
+    c = np.zeros(2)
+    Z = np.array([[1.0, 0.0], [np.nan, 0.0], [1e200, 1e200], [np.inf, 0], [2.0, 2.0]])
+    # Kept: rows 0 and 4 (||(2,2)|| < 3); floor 3*5/4 = 3.75 > 2.
+    np.testing.assert_allclose(truncated_mean(Z, c, 3.0, 5), [3.0 / 3.75, 2 / 3.75])
+    # Per coordinate (an l-inf box): x keeps 1 and 2 (3 / 3.75); y keeps the rows
+    # 0, 1, 3, 4 (the NaN / inf rows are finite in y), 4 > 3.75: 2 / 4.
+    np.testing.assert_allclose(axis_truncated_mean(Z, c, 2.5, 5), [3.0 / 3.75, 0.5])
+
+
+# ------------------------------------------------------------------ the oracles
+
+
+def _design(N, p, rng, fit_intercept=False, **kwargs):
+    X = rng.normal(size=(N, p - int(fit_intercept)))
+    return X, LinearDesign(X, fit_intercept, **kwargs)
+
+
+@pytest.mark.parametrize("Oracle", ORACLES)
+@pytest.mark.parametrize("split", ["data", "budget"])
+def test_non_private_limit_is_the_plain_mean(Oracle, split):
+    # Card §7.10: rho = inf and tau = 1e3 keep every point: the output is the plain
+    # mean of the per-sample gradients over Z ('data') or over all rows ('budget').
+    rng = np.random.default_rng(6)
+    X, design = _design(1001, 4, rng, fit_intercept=True)
+    U = rng.normal(size=1001)
+    oracle = Oracle(truncation=1e3, sample_split=split).calibrate(1001, math.inf, (4,))
+    out = oracle.estimate(design, U, np.random.default_rng(0))
+    G = _per_sample_gradients(X, U)
+    rows = ~oracle.in_y_ if split == "data" else slice(None)
+    if split == "data":
+        assert (~oracle.in_y_).sum() == 501 == oracle.n_
+    np.testing.assert_allclose(out, G[rows].mean(axis=0), rtol=1e-12, atol=1e-14)
+    # Card's alternative: a huge but finite budget, error ~ 1e-10.
+    oracle.calibrate(1001, 1e24, (4,))
+    out = oracle.estimate(design, U, np.random.default_rng(0))
+    np.testing.assert_allclose(out, G[rows].mean(axis=0), atol=1e-6)
+
+
+@pytest.mark.parametrize("Oracle", ORACLES)
+def test_multinomial_shape(Oracle):
+    rng = np.random.default_rng(7)
+    N, d, K = 300, 3, 4
+    X, design = _design(N, d + 1, rng, fit_intercept=True)
+    U = rng.normal(size=(N, K))
+    oracle = Oracle(truncation=1e3).calibrate(N, math.inf, (d + 1, K))
+    assert oracle.dim_ == (d + 1) * K
+    out = oracle.estimate(design, U, np.random.default_rng(1))
+    assert out.shape == (d + 1, K)
+    G = _per_sample_gradients(X, U)
+    np.testing.assert_allclose(
+        out, G[~oracle.in_y_].mean(axis=0), rtol=1e-12, atol=1e-13
+    )
+    noisy = Oracle(truncation=60.0).calibrate(N, 0.5, (d + 1, K))
+    assert noisy.estimate(design, U, np.random.default_rng(1)).shape == (d + 1, K)
+
+
+@pytest.mark.parametrize("Oracle", ORACLES)
+def test_oracle_sensitivity_with_adversarial_rows_in_z(Oracle):
+    # Same seed -> same split (data-independent), rho = inf -> c from exact counts on
+    # the unchanged Y. Replacing one Z row moves the output by <= 8 tau sqrt(p) s / 3n.
+    N, p, s, tau = 41, 3, 2.5, 1.0
+    rng = np.random.default_rng(8)
+    # Grid in units of s: buckets of width 50, the data's bucket [0, 50) has
+    # midpoint c = 25 in every coordinate; ball radius tau sqrt(p) s = 4.33.
+    c = np.full(p, 25.0)
+    X = c + rng.normal(scale=2.0, size=(N, p))
+    U = np.ones(N)
+    kw = dict(gradient_scale=s, truncation=tau, bucket_halfwidth=10.0)
+
+    def run(X):
+        with pytest.warns(UserWarning, match="truncation"):
+            oracle = Oracle(**kw).calibrate(N, math.inf, (p,))
+        out = oracle.estimate(LinearDesign(X, False), U, np.random.default_rng(5))
+        return oracle, out
+
+    oracle, base = run(X)
+    z_rows = np.flatnonzero(~oracle.in_y_)
+    r = tau * s * math.sqrt(p) if Oracle is TruncatedMeanOracle else tau * s
+    e0 = np.eye(p)[0]
+    candidates = [
+        np.full(p, np.nan),
+        np.full(p, np.inf),
+        np.full(p, -1e200),
+        1e6 * np.ones(p),
+        np.zeros(p),
+        c,
+        c + r * e0,
+        c - r * e0,
+        c + 1.0001 * r * e0,
+        2 * c - X[z_rows[0]],
+    ]
+    worst = 0.0
+    for i in z_rows[:8]:
+        for v in candidates:
+            X2 = X.copy()
+            X2[i] = v
+            other_oracle, other = run(X2)
+            np.testing.assert_array_equal(other_oracle.in_y_, oracle.in_y_)
+            assert np.all(np.isfinite(other))
+            worst = max(worst, np.linalg.norm(other - base))
+    bound = 8 * tau * math.sqrt(p) * s / (3 * oracle.n_)
+    assert oracle.mean_mechanism_.sensitivity == pytest.approx(bound)
+    assert 0.1 * bound < worst <= bound * (1 + 1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:truncation")
+@pytest.mark.parametrize("Oracle", ORACLES)
+@pytest.mark.parametrize("split", ["data", "budget"])
+def test_noiseless_oracle_equals_the_reference_algorithm(Oracle, split):
+    # rho = inf: CDPRE on exact counts of Y, then the truncated mean of Z with the
+    # floor 3n/4 -- recomputed here from the module's reference functions on explicit
+    # per-sample gradients. About a third of Z lies outside the ball (box), so the
+    # floor binds.
+    N, p, s, tau, R = 403, 3, 1.5, 3.5, 40.0
+    rng = np.random.default_rng(18)
+    X = 13.0 + rng.normal(scale=2.0, size=(N, p))
+    U = 1.0 + 0.3 * rng.standard_t(4, size=N)
+    design = LinearDesign(X, False, chunk_rows=50)
+    oracle = Oracle(
+        gradient_scale=s, truncation=tau, gradient_bound=R, sample_split=split
+    ).calibrate(N, math.inf, (p,))
+    out = oracle.estimate(design, U, np.random.default_rng(0))
+    G = _per_sample_gradients(X, U, fit_intercept=False)
+    everything = np.ones(N, dtype=bool)
+    in_y = oracle.in_y_ if split == "data" else everything
+    in_z = ~oracle.in_y_ if split == "data" else everything
+    c = s * private_range_centre(G[in_y] / s, math.inf, R / s, 10.0, rng)
+    np.testing.assert_array_equal(c, 15.0)  # bucket [0, 30) in units of s = 1.5
+    D = G[in_z] - c
+    if Oracle is TruncatedMeanOracle:
+        r = tau * math.sqrt(p) * s
+        expected = truncated_mean(G[in_z], c, r, oracle.n_)
+        kept = np.sum(np.linalg.norm(D, axis=1) <= r)
+    else:
+        expected = axis_truncated_mean(G[in_z], c, tau * s, oracle.n_)
+        kept = np.sum(np.abs(D) <= tau * s, axis=0)
+    assert np.all(kept < 0.75 * oracle.n_) and np.all(kept > 0.5 * oracle.n_)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-13)
+
+
+def test_floor_far_cluster_output_is_the_centre():
+    # Card §7.11: if all of Z lies outside the ball, the output is c (+ noise), finite
+    # and independent of how far away the points are.
+    N, p = 60, 2
+    rng = np.random.default_rng(9)
+    X = rng.normal(5.0, 1.0, size=(N, p))  # all in the bucket [0, 20)
+    oracle = TruncatedMeanOracle(truncation=60.0).calibrate(N, math.inf, (p,))
+    design = LinearDesign(X, False)
+    oracle.estimate(design, np.ones(N), np.random.default_rng(0))
+    outs = []
+    for far in (1e5, 1e250):
+        X2 = X.copy()
+        X2[~oracle.in_y_] = far
+        o = TruncatedMeanOracle(truncation=60.0).calibrate(N, math.inf, (p,))
+        outs.append(
+            o.estimate(LinearDesign(X2, False), np.ones(N), np.random.default_rng(0))
+        )
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], [10.0, 10.0])  # bucket [0, 20) midpoint
+
+
+def test_non_finite_gradients_keep_the_output_finite():
+    rng = np.random.default_rng(10)
+    X, design = _design(200, 3, rng, fit_intercept=True)
+    U = rng.normal(size=200)
+    U[:30] = np.inf
+    U[30:60] = np.nan
+    U[60] = 1e308
+    for Oracle in ORACLES:
+        out = (
+            Oracle(truncation=60.0)
+            .calibrate(200, 1.0, (3,))
+            .estimate(design, U, np.random.default_rng(0))
+        )
+        assert np.all(np.isfinite(out))
+
+
+def test_mean_stage_noise_std_chi_square_band():
+    # Card §7.9: tau = 60, d = 4, n = 1000, rho = 1 -> sigma^2 = 0.0512 (s = 1); with
+    # s = 2 the std doubles. Data concentrated in one bucket, so c is the same in
+    # every call (histogram noise std 2 against ~1000 counts).
+    N, p, s, reps = 2000, 4, 2.0, 1500
+    rng = np.random.default_rng(11)
+    X = rng.normal(5.0 * s, 0.5 * s, size=(N, p))
+    design = LinearDesign(X, False)
+    oracle = TruncatedMeanOracle(gradient_scale=s, truncation=60.0)
+    oracle.calibrate(N, 1.0, (p,))
+    sigma = s * math.sqrt(32 * 3600 * 4 / (9 * 1000**2 * 1.0))
+    assert sigma / s == pytest.approx(math.sqrt(0.0512))
+    assert oracle.mean_mechanism_.sigma == pytest.approx(sigma)
+    gen = np.random.default_rng(12)
+    first = oracle.estimate(design, np.ones(N), gen)
+    exact = X[~oracle.in_y_].mean(axis=0)
+    draws = np.stack([oracle.estimate(design, np.ones(N), gen) for _ in range(reps)])
+    resid = np.vstack([first, draws]) - exact
+    dof = resid.size
+    lo, hi = stats.chi2.ppf([0.0005, 0.9995], dof) / dof
+    assert lo * sigma**2 < np.mean(resid**2) < hi * sigma**2
+    assert np.abs(resid.mean()) < 4 * sigma / math.sqrt(dof)
+
+
+def test_heavy_tailed_accuracy_theorem_4_1():
+    # Card §7.12 (fewer runs): d = 5, N = 10 000, rho = 1, tau = 60, unit-variance
+    # t_5 noise around ||mu|| <= 10, R = 20: mean squared error within the bound.
+    N, d, runs = 10_000, 5, 60
+    rng = np.random.default_rng(13)
+    oracle = TruncatedMeanOracle(truncation=60.0, gradient_bound=20.0)
+    errs = []
+    for _ in range(runs):
+        mu = rng.uniform(-4, 4, size=d)
+        X = mu + rng.standard_t(5, size=(N, d)) * math.sqrt(3 / 5)
+        oracle.calibrate(N, 1.0, (d,))
+        est = oracle.estimate(LinearDesign(X, False), np.ones(N), rng)
+        errs.append(np.sum((est - mu) ** 2))
+    assert np.mean(errs) <= 8 * d / 5000 + 32 * 3600 * 25 / (9 * 5000**2) + 0.01
+
+
+def test_split_is_data_independent_and_kept_across_calls():
+    rng = np.random.default_rng(14)
+    N = 501
+    splits = []
+    for scale in (1.0, 1e6):
+        X = rng.standard_cauchy(size=(N, 3)) * scale
+        oracle = TruncatedMeanOracle(truncation=60.0).calibrate(N, 0.3, (3,))
+        gen = np.random.default_rng(42)
+        oracle.estimate(LinearDesign(X, False), rng.normal(size=N), gen)
+        first = oracle.in_y_.copy()
+        oracle.estimate(LinearDesign(X, False), rng.normal(size=N), gen)
+        np.testing.assert_array_equal(oracle.in_y_, first)  # once per fit
+        splits.append(first)
+    np.testing.assert_array_equal(splits[0], splits[1])  # same seed, other data
+    assert splits[0].sum() == N // 2
+    other = TruncatedMeanOracle(truncation=60.0).calibrate(N, 0.3, (3,))
+    other.estimate(LinearDesign(X, False), np.ones(N), np.random.default_rng(43))
+    assert not np.array_equal(other.in_y_, splits[0])
+    other.calibrate(N, 0.3, (3,))  # a new fit forgets the split
+    assert other.in_y_ is None
+    budget = TruncatedMeanOracle(truncation=60.0, sample_split="budget")
+    budget.calibrate(N, 0.3, (3,)).estimate(
+        LinearDesign(X, False), np.ones(N), np.random.default_rng(0)
+    )
+    assert budget.in_y_ is None
+
+
+@pytest.mark.parametrize("Oracle", ORACLES)
+@pytest.mark.parametrize("split", ["data", "budget"])
+@pytest.mark.parametrize("shape", [(10,), (4, 3)])
+def test_records_compose_to_rho_per_call(Oracle, split, shape):
+    # Card §3.4 / §7.2: with disjoint halves one call costs rho (not 2 rho): one
+    # Gaussian record with mu = sqrt(2 rho). 'budget': two sqrt(rho)-GDP records.
+    rho, count, delta = 2.66922e-4, 78, 1e-5
+    oracle = Oracle(truncation=60.0, sample_split=split).calibrate(5000, rho, shape)
+    records = oracle.records(count)
+    assert len(records) == (1 if split == "data" else 2)
+    assert all(r.kind == "gaussian" and r.count == count for r in records)
+    eps, total_rho, how = account_records(records, delta)
+    assert total_rho == pytest.approx(count * rho, rel=1e-12)
+    assert how == "gdp"
+    assert eps == pytest.approx(
+        gdp_to_approx_dp(math.sqrt(2 * count * rho), delta), rel=1e-9
+    )
+    p = math.prod(shape)
+    hist, mean = oracle.histogram_mechanism_, oracle.mean_mechanism_
+    assert hist.sensitivity == pytest.approx(math.sqrt(2 * p))
+    stage_rho = rho if split == "data" else rho / 2
+    assert hist.sigma == pytest.approx(math.sqrt(p / stage_rho))
+    n = oracle.n_
+    assert mean.sigma == pytest.approx(
+        math.sqrt(32 * 3600 * p / (9 * n**2 * stage_rho))
+    )
+    assert hist.rho == pytest.approx(stage_rho) and mean.rho == pytest.approx(stage_rho)
+    if split == "data":
+        assert "parallel composition" in records[0].name
+
+
+@pytest.mark.parametrize("Oracle", ORACLES)
+def test_infinite_truncation_only_in_the_testing_mode(Oracle):
+    # The schedules give tau = inf at rho = inf; the oracle then keeps every finite
+    # gradient (an outlier too) and still drops NaN / inf rows.
+    sched = convex_schedule(600, math.inf, 4, diameter=2.0, max_iter=5)
+    assert math.isinf(sched.truncation)
+    rng = np.random.default_rng(17)
+    X, design = _design(600, 4, rng, fit_intercept=True)
+    X[:40] *= 1e8
+    U = rng.normal(size=600)
+    U[40:50] = np.nan
+    U[50:53] = np.inf  # an infinite distance: dropped even with tau = inf
+    oracle = Oracle(truncation=sched.truncation).calibrate(600, math.inf, (4,))
+    out = oracle.estimate(design, U, np.random.default_rng(0))
+    G = _per_sample_gradients(X, U)
+    rows = ~oracle.in_y_ & np.all(np.isfinite(G), axis=1)
+    assert rows.sum() >= 0.75 * oracle.n_  # above the floor: the plain mean of kept
+    np.testing.assert_allclose(out, G[rows].mean(axis=0), rtol=1e-9, atol=1e-6)
+    assert np.all(np.isfinite(out))
+    (rec,) = oracle.records(5)
+    assert account_records([rec], 1e-5)[1] == math.inf
+    with pytest.raises(ValueError, match="testing mode"):
+        Oracle(truncation=math.inf).calibrate(600, 1.0, (4,))
+
+
+def test_truncation_sources_and_warnings():
+    oracle = TruncatedMeanOracle()
+    with pytest.raises(ValueError, match="auto"):
+        oracle.calibrate(100, 1.0, (3,))
+    assert oracle.set_truncation(70.0).calibrate(100, 1.0, (3,)).truncation_ == 70.0
+    assert oracle.calibrate(100, 1.0, (3,), truncation=80.0).truncation_ == 80.0
+    assert (
+        TruncatedMeanOracle(truncation=65.0).calibrate(9, 1.0, (2,)).truncation_ == 65
+    )
+    with pytest.warns(UserWarning, match="truncation=30"):
+        TruncatedMeanOracle(truncation=30.0).calibrate(100, 1.0, (3,))
+    with pytest.warns(UserWarning, match="bucket_halfwidth=5"):
+        TruncatedMeanOracle(truncation=60.0, bucket_halfwidth=5.0).calibrate(
+            100, 1.0, (3,)
+        )
+    with pytest.warns(UserWarning, match="6 \\* bucket_halfwidth"):
+        TruncatedMeanOracle(truncation=100.0, bucket_halfwidth=20.0).calibrate(
+            100, 1.0, (3,)
+        )
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"gradient_scale": 0.0},
+        {"gradient_scale": np.inf},
+        {"gradient_scale": np.nan},
+        {"gradient_scale": "1"},
+        {"truncation": "fixed"},
+        {"truncation": -1.0},
+        {"gradient_bound": 0.0},
+        {"bucket_halfwidth": -2.0},
+        {"moment_order": 1.5},
+        {"sample_split": "rows"},
+    ],
+)
+def test_bad_oracle_parameters_raise(kwargs):
+    with pytest.raises(ValueError):
+        TruncatedMeanOracle(**kwargs)
+
+
+def test_bad_calibration_and_call_raise():
+    oracle = TruncatedMeanOracle(truncation=60.0)
+    with pytest.raises(RuntimeError, match="calibrate"):
+        oracle.estimate(LinearDesign(np.ones((3, 2)), False), np.ones(3), None)
+    for args in [
+        (0, 1.0, (3,)),
+        (10, 0.0, (3,)),
+        (10, -1.0, (3,)),
+        (10, 1.0, None),
+        (10, 1.0, (3, 2, 2)),
+        (10, 1.0, (0,)),
+        (2.5, 1.0, (3,)),
+    ]:
+        with pytest.raises(ValueError):
+            oracle.calibrate(*args)
+    with pytest.raises(ValueError, match="too many"):
+        TruncatedMeanOracle(truncation=60.0, gradient_bound=1e12).calibrate(
+            10, 1.0, (3,)
+        )
+    oracle.calibrate(10, 1.0, (2,))
+    with pytest.raises(ValueError, match="rows"):
+        oracle.estimate(
+            LinearDesign(np.ones((9, 2)), False), np.ones(9), np.random.default_rng(0)
+        )
+    with pytest.raises(TypeError, match="Generator"):
+        oracle.estimate(LinearDesign(np.ones((10, 2)), False), np.ones(10), 0)
+
+
+def test_bad_schedule_parameters_raise():
+    ok = dict(diameter=2.0)
+    with pytest.raises(ValueError):
+        convex_schedule(0, 1.0, 3, **ok)
+    with pytest.raises(ValueError):
+        convex_schedule(10, 0.0, 3, **ok)
+    with pytest.raises(ValueError):
+        convex_schedule(10, 1.0, 3, diameter=-1.0)
+    with pytest.raises(ValueError):
+        convex_schedule(10, 1.0, 3, moment_order=1.0, **ok)
+    with pytest.raises(ValueError):
+        convex_schedule(10, 1.0, 3, max_iter=0, **ok)
+    with pytest.raises(ValueError):
+        convex_schedule(10, 1.0, 3, sample_split="x", **ok)
+    with pytest.raises(ValueError, match="exceed"):
+        strongly_convex_schedule(10, 1.0, 3, strong_convexity=2.0, smoothness=1.0, **ok)
+    with pytest.raises(ValueError):
+        axis_strongly_convex_schedule(
+            10, 1.0, 3, strong_convexity=0.0, smoothness=1.0, **ok
+        )
+
+
+# ------------------------------------------------------------- memory / chunks
+
+
+@pytest.mark.parametrize("Oracle", ORACLES)
+def test_chunk_size_does_not_change_the_result(Oracle):
+    rng = np.random.default_rng(15)
+    X = rng.standard_t(3, size=(997, 6))
+    U = rng.normal(size=(997, 2))
+    outs = []
+    for chunk_rows in (65536, 7, 100):
+        design = LinearDesign(X, True, chunk_rows=chunk_rows)
+        oracle = Oracle(truncation=60.0).calibrate(997, 0.7, (7, 2))
+        outs.append(oracle.estimate(design, U, np.random.default_rng(3)))
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(outs[2], outs[0], rtol=1e-12, atol=1e-14)
+
+
+def test_no_n_by_p_temporaries():
+    # Peak traced memory of one call stays far below one n x p float array.
+    N, p = 40_000, 50
+    rng = np.random.default_rng(16)
+    X = rng.normal(size=(N, p))
+    design = LinearDesign(X, True, chunk_rows=1000)
+    U = rng.normal(size=N)
+    oracle = TruncatedMeanOracle(truncation=60.0).calibrate(N, 0.1, (p + 1,))
+    gen = np.random.default_rng(0)
+    oracle.estimate(design, U, gen)  # draws the split (an (N,) array) first
+    tracemalloc.start()
+    try:
+        oracle.estimate(design, U, gen)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < N * (p + 1) * 8 / 4

@@ -532,6 +532,107 @@ def noise_multiplier_for_rdp(
 __all__ += ["noise_multiplier_for_rdp"]
 
 
+# ------------------------------------------------ Poisson subsampling, replace-one
+
+
+def poisson_replace_one_epsilon(records, delta, orders=None):
+    """Replace-one epsilon of Poisson-subsampled Gaussian records at ``delta``.
+
+    Each record is ``count`` steps of a Poisson-subsampled Gaussian mechanism whose
+    batch statistic has l2-sensitivity ``sensitivity`` under *add/remove-one* and
+    noise std ``scale``. Their RDP curves (Mironov, Talwar & Zhang 2019) add, and
+    convert to an add/remove ``(epsilon_ar, delta_ar)`` guarantee. A replace-one
+    neighbour is a removal followed by an addition with the sampling rate held
+    fixed (it is public), so group privacy of size 2 gives
+    ``(2 epsilon_ar, (1 + e^epsilon_ar) delta_ar)`` (Dwork & Roth 2014, Thm 2.2
+    extended to approximate DP; the AClipped card's recommended route, §2.3).
+    ``delta_ar`` is found by the fixed point ``delta_ar = delta / (1 + e^eps_ar)``,
+    which decreases monotonically to a feasible split; the returned epsilon
+    certifies ``delta``.
+
+    Parameters
+    ----------
+    records : sequence of MechanismRecord of kind "subsampled_gaussian"
+    delta : float
+        Replace-one delta in ``(0, 1)``.
+
+    Returns
+    -------
+    epsilon : float
+    """
+    delta = _check_delta(delta)
+    orders = _as_orders(orders)
+    curves = []
+    for rec in records:
+        if rec.kind != "subsampled_gaussian":
+            raise ValueError(f"expected subsampled_gaussian records, got {rec.kind!r}.")
+        curves.append(_record_rdp(rec, orders))
+    total = compose_rdp(curves)
+    delta_ar = delta / 2.0
+    for _ in range(100):
+        eps_ar = rdp_to_approx_dp(orders, total, delta_ar)[0]
+        if math.isinf(eps_ar):
+            return math.inf
+        if (1.0 + math.exp(eps_ar)) * delta_ar <= delta:
+            return 2.0 * eps_ar
+        delta_ar = delta / (1.0 + math.exp(eps_ar))
+    return math.inf  # pragma: no cover - the fixed point converges in a few steps
+
+
+def calibrate_poisson_noise_multiplier(epsilon, delta, stages):
+    """Smallest common noise multiplier ``z`` making Poisson-subsampled steps DP.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        Replace-one target.
+    stages : sequence of (sampling_rate, steps)
+        Every stage's steps add ``sigma = z * sensitivity`` noise to a statistic of
+        a Poisson batch drawn at that rate.
+
+    Returns
+    -------
+    z : float
+        The upper end of a bisection on the composed epsilon (which decreases in
+        ``z``), so it certifies the target.
+    """
+    from ._ledger import MechanismRecord
+
+    def eps_of(z):
+        recs = [
+            MechanismRecord(
+                "step",
+                "subsampled_gaussian",
+                count=int(t),
+                sensitivity=1.0,
+                scale=z,
+                sampling_rate=q,
+            )
+            for q, t in stages
+        ]
+        return poisson_replace_one_epsilon(recs, delta)
+
+    lo, hi = 0.0, 1.0
+    while eps_of(hi) > epsilon:
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e7:
+            raise ValueError(
+                "No noise multiplier below 1e7 reaches the target epsilon."
+            )
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if mid > 0 and eps_of(mid) <= epsilon:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-9 * hi:
+            break
+    return hi
+
+
+__all__ += ["calibrate_poisson_noise_multiplier", "poisson_replace_one_epsilon"]
+
+
 # ------------------------------------------------------------ ledger accounting
 
 
@@ -603,6 +704,9 @@ def account_records(records, delta):
     * ``"rdp"``: all mechanisms have an RDP curve (Gaussian, subsampled Gaussian,
       zCDP, Laplace); curves add, improved conversion.
     * ``"basic"``: all mechanisms pure or approximate DP; epsilons and deltas add.
+    * ``"rdp-group"``: Poisson-subsampled Gaussian records (add/remove RDP turned
+      into replace-one by group privacy, :func:`poisson_replace_one_epsilon`);
+      composed with the other records by basic composition.
 
     Records of kind ``"approx_dp"`` (an ``(epsilon_i, delta_i)`` mechanism) are
     composed with the rest by basic composition: they take ``sum delta_i`` out of
@@ -621,11 +725,24 @@ def account_records(records, delta):
     delta = _check_delta(delta, allow_zero=True)
     records = tuple(records)
     approx = [r for r in records if r.kind == "approx_dp"]
-    rest = [r for r in records if r.kind != "approx_dp"]
+    subsampled = [r for r in records if r.kind == "subsampled_gaussian"]
+    rest = [r for r in records if r.kind not in ("approx_dp", "subsampled_gaussian")]
     eps_approx = math.fsum(r.count * r.epsilon for r in approx)
     delta_rest = delta - math.fsum(r.count * r.delta for r in approx)
     if delta_rest < 0:
         raise ValueError("delta is smaller than the deltas the mechanisms spent.")
+    if subsampled:
+        # Poisson-subsampled mechanisms are accounted under add/remove and converted
+        # to replace-one by group privacy; they compose with everything else by basic
+        # composition (half of the remaining delta each when both are present).
+        if delta_rest == 0:
+            raise ValueError("Poisson-subsampled Gaussian mechanisms need delta > 0.")
+        delta_sub = delta_rest / 2.0 if rest else delta_rest
+        eps_approx += poisson_replace_one_epsilon(subsampled, delta_sub)
+        delta_rest -= delta_sub
+        if not rest:
+            return eps_approx, None, "rdp-group"
+        approx = approx + subsampled
     # zCDP of the approx_dp records: pure ones are eps^2/2-zCDP (Bun & Steinke 2016,
     # Prop 1.4); one with delta_i > 0 is not zCDP at all, and then neither is the
     # composition, so no rho may be reported for it.

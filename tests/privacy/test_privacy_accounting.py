@@ -259,7 +259,9 @@ def test_account_records_mixed_gaussian_laplace_is_not_gdp():
     assert eps <= zcdp_to_approx_dp(rho, 1e-5)
 
 
-def test_account_records_subsampled_gaussian():
+def test_account_records_subsampled_gaussian_uses_group_privacy():
+    # Poisson-subsampled records are add/remove RDP guarantees; replace-one is a
+    # removal then an addition: (2 eps_ar, (1 + e^eps_ar) delta_ar).
     rec = MechanismRecord(
         "s",
         "subsampled_gaussian",
@@ -269,11 +271,23 @@ def test_account_records_subsampled_gaussian():
         sampling_rate=0.01,
     )
     eps, rho, how = account_records([rec], 1e-5)
-    assert rho is None and how == "rdp"
-    want = rdp_to_approx_dp(
-        ORDERS, 100 * rdp_poisson_subsampled_gaussian(0.01, 1.0, ORDERS), 1e-5
-    )[0]
-    assert eps == pytest.approx(want, rel=1e-14)
+    assert rho is None and how == "rdp-group"
+    curve = 100 * rdp_poisson_subsampled_gaussian(0.01, 1.0, ORDERS)
+
+    def eps_ar(d):
+        return rdp_to_approx_dp(ORDERS, curve, d)[0]
+
+    # Feasible split: some delta_ar with (1 + e^eps_ar) delta_ar <= delta gives eps.
+    half = eps / 2
+    d_ar = 1e-5 / (1 + np.exp(half))
+    assert eps_ar(d_ar) <= half * (1 + 1e-9)
+    # And never better than twice the add/remove epsilon at delta / 2.
+    assert eps >= 2 * eps_ar(1e-5 / 2)
+    # Mixed with a replace-one Gaussian record: basic composition, delta halved.
+    g = MechanismRecord("g", "gaussian", count=1, sensitivity=1.0, scale=10.0)
+    eps2, _, how2 = account_records([rec, g], 1e-5)
+    assert how2.endswith("+basic")
+    assert eps2 >= eps
 
 
 # -------------------------------------------------- cross-checks: dp-accounting

@@ -32,8 +32,12 @@ def _regression(n=300, d=4, seed=0):
     return X, (y - y.mean()) / y.std()
 
 
+# The Poisson-batch SGD algorithms' limits are tested in tests/test_sgd.py.
+SGD_ALGORITHMS = ["aclipped_sgd", "dp_sgd", "r_aclipped_sgd"]
+
+
 def test_every_algorithm_has_a_non_private_limit_test():
-    assert sorted(GD_ALGORITHMS + TRUNCATED_ALGORITHMS) == ALGORITHMS
+    assert sorted(GD_ALGORITHMS + TRUNCATED_ALGORITHMS + SGD_ALGORITHMS) == ALGORITHMS
 
 
 @pytest.mark.parametrize("algorithm", GD_ALGORITHMS)

@@ -5,6 +5,7 @@ them to the solver; the math lives in :mod:`skdpsco._mean_estimation`,
 :mod:`skdpsco._solvers` and :mod:`skdpsco.privacy`.
 """
 
+import math
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -12,12 +13,14 @@ import numpy as np
 
 from .._losses import get_loss
 from .._mean_estimation import (
+    AveragedClipBatchOracle,
     AxisTruncatedMeanOracle,
     CatoniMeanOracle,
     ClippedMeanOracle,
+    PerExampleClipBatchOracle,
     TruncatedMeanOracle,
 )
-from .._solvers import LinearDesign, noisy_gradient_descent
+from .._solvers import LinearDesign, noisy_gradient_descent, noisy_sgd
 from .._solvers._schedules import (
     axis_convex_schedule,
     axis_strongly_convex_schedule,
@@ -46,6 +49,57 @@ class _Plan:
     learning_rate: float
     averaging: str
     radius: float | None = None
+
+
+@dataclass(frozen=True)
+class _SGDPlan:
+    """A Poisson-batch SGD run, from public values only."""
+
+    make_oracle: object
+    sampling_rate: float
+    n_epochs: int
+    learning_rate: float
+    averaging: str
+    n_stages: int
+    radius: float | None = None
+
+
+#: Stages of R-AClipped-dpSGD: the clip level halves in squared norm and the batch
+#: rate doubles per stage (Jin et al. 2024, Algorithm 2; card §2.5).
+_RESTART_STAGES = 3
+
+
+def _batch_rate(est, n_samples):
+    """Poisson rate ``q = m / n``; ``batch_size="auto"`` is ``ceil(sqrt(n))``."""
+    m = math.ceil(math.sqrt(n_samples)) if est.batch_size == "auto" else est.batch_size
+    return min(1.0, m / n_samples)
+
+
+#: AClipped-dpSGD's step: ``1 / (c_gamma L0 ln(4 / beta))`` with the demo's
+#: ``c_gamma = 24`` and ``beta = 0.01`` (card §2.7 [REC]), ``L0`` the public curvature
+#: bound behind ``learning_rate="auto"``. The clipped *average* carries noise of std
+#: ``2 lambda z`` per step, so a small step is what keeps the iterates from diffusing.
+_ACLIP_STEP_DIVISOR = 24.0 * math.log(4.0 / 0.01)
+
+
+def _make_sgd_planner(oracle_class, averaging, n_stages, step_divisor=1.0):
+    def plan(est, loss, l2_penalty, n_samples, shape, rho):
+        def make_oracle(stage):
+            # R-AClipped: lambda_k = lambda / 2^(k/2) (card §2.5).
+            return oracle_class(est.clip_norm / 2.0 ** (stage / 2.0))
+
+        return _SGDPlan(
+            make_oracle,
+            _batch_rate(est, n_samples),
+            30 if est.max_iter is None else est.max_iter,
+            _auto_step(est, loss, l2_penalty)
+            / (step_divisor if est.learning_rate == "auto" else 1.0),
+            averaging,
+            n_stages,
+            est.radius,
+        )
+
+    return plan
 
 
 def _auto_step(est, loss, l2_penalty):
@@ -164,6 +218,19 @@ _ALGORITHMS = {
         AxisTruncatedMeanOracle.all_gaussian,
         False,
     ),
+    "dp_sgd": (_make_sgd_planner(PerExampleClipBatchOracle, "suffix", 1), False, True),
+    "aclipped_sgd": (
+        _make_sgd_planner(AveragedClipBatchOracle, "uniform", 1, _ACLIP_STEP_DIVISOR),
+        False,
+        True,
+    ),
+    "r_aclipped_sgd": (
+        _make_sgd_planner(
+            AveragedClipBatchOracle, "uniform", _RESTART_STAGES, _ACLIP_STEP_DIVISOR
+        ),
+        False,
+        True,
+    ),
 }
 
 
@@ -180,6 +247,10 @@ class _HeavyTailedBase(DPLinearModel):
         "moment_order": [Interval(Real, 2, None, closed="left")],
         "truncation": [StrOptions({"auto"}), PositiveFinite()],
         "sample_split": [StrOptions({"data", "budget"})],
+        "batch_size": [
+            StrOptions({"auto"}),
+            Interval(Integral, 1, None, closed="left"),
+        ],
         "radius": [None, PositiveFinite()],
         "verbose": ["verbose"],
     }
@@ -208,6 +279,26 @@ class _HeavyTailedBase(DPLinearModel):
             )
         rho = self._gaussian_budget(budget, all_gaussian)
         plan = build_plan(self, loss, l2_penalty, budget.n_samples, shape, rho)
+        if isinstance(plan, _SGDPlan):
+            return noisy_sgd(
+                design,
+                target,
+                loss,
+                plan.make_oracle,
+                n_outputs=n_outputs,
+                epsilon=budget.epsilon,
+                delta=budget.delta,
+                sampling_rate=plan.sampling_rate,
+                n_epochs=plan.n_epochs,
+                learning_rate=plan.learning_rate,
+                l2_penalty=l2_penalty,
+                radius=plan.radius,
+                averaging=plan.averaging,
+                n_stages=plan.n_stages,
+                sample_weight=sample_weight,
+                verbose=self.verbose,
+                rng=rng,
+            )
         return noisy_gradient_descent(
             design,
             target,
@@ -235,11 +326,16 @@ _SHARED_PARAMS_DOC = """
         algorithms need ``delta > 0``; keep it well below ``1 / n_samples`` (a
         :class:`~skdpsco.exceptions.PrivacyLeakWarning` is raised otherwise).
     algorithm : {"clipped_gd", "catoni_gd", "truncated_mean_gd", \
-"axis_truncated_mean_gd"}, default="clipped_gd"
-        The private solver. Each runs full-batch gradient descent in which the mean
-        of the per-sample gradients is replaced by a private, outlier-proof
-        estimate (the SCOF framework, Kamath, Liu & Zhang 2021, Algorithm 1); the
-        budget is split evenly over the iterations.
+"axis_truncated_mean_gd", "dp_sgd", "aclipped_sgd", "r_aclipped_sgd"}, \
+default="clipped_gd"
+        The private solver. The ``*_gd`` ones run full-batch gradient descent in
+        which the mean of the per-sample gradients is replaced by a private,
+        outlier-proof estimate (the SCOF framework, Kamath, Liu & Zhang 2021,
+        Algorithm 1), the budget split evenly over the iterations; the ``*_sgd``
+        ones run stochastic gradient descent on Poisson batches (each record in a
+        batch independently with probability ``batch_size / n``), with one noise
+        multiplier calibrated for all steps by the RDP accountant of the subsampled
+        Gaussian (add/remove neighbours, turned into replace-one by group privacy).
 
         - ``"clipped_gd"``: clip every per-sample gradient to l2 norm
           ``clip_norm``, average, add Gaussian noise (the DP-GD baseline).
@@ -255,6 +351,16 @@ _SHARED_PARAMS_DOC = """
           (10 if None).
         - ``"axis_truncated_mean_gd"``: the same with coordinate-wise truncation,
           for moments bounded along the axes only (their Appendix B, k = 2).
+        - ``"dp_sgd"``: per-example clipping to ``clip_norm`` (Abadi et al. 2016),
+          the stochastic baseline practitioners know from Opacus.
+        - ``"aclipped_sgd"``: AClipped-dpSGD (Jin et al. 2024, Algorithm 1): average
+          the batch's gradients, clip the average once to ``clip_norm``, add noise
+          calibrated to its true sensitivity ``2 * clip_norm`` (the paper's own
+          calibration under-noises by a factor ``2 * batch_size``); average of the
+          iterates.
+        - ``"r_aclipped_sgd"``: R-AClipped-dpSGD (their Algorithm 2): 3 restarted
+          AClipped stages, each from the previous average, with the clip level
+          divided by sqrt(2) and the batch doubled per stage.
     fit_intercept : bool, default=True
         Fit an intercept as one more (unpenalised) coordinate. The data are never
         centred: centring would read the private mean.
@@ -263,12 +369,15 @@ _SHARED_PARAMS_DOC = """
         loss would leak); more steps mean more noise per step. ``None`` picks the
         algorithm's default: 100 for ``"clipped_gd"``, 20 for ``"catoni_gd"``; for
         the truncated-mean algorithms the theorem's iteration count, capped at
-        ``max_iter`` (1000 if None).
+        ``max_iter`` (1000 if None). For the ``*_sgd`` algorithms it is the number
+        of epochs (30 if None), as in :class:`~sklearn.linear_model.SGDRegressor`.
     learning_rate : "auto" or float, default="auto"
         Step size. ``"auto"`` is ``1 / (2 * curvature_of_the_loss + penalty)``, a
-        safe step for standardised features (scale your features with public
-        constants, or with :mod:`skdpsco.preprocessing`, not with a scaler fitted on
-        the private data).
+        safe step for standardised features; for the AClipped algorithms it is
+        further divided by ``24 ln(400)`` (Jin et al.'s tuning: their per-step noise
+        is large). Scale features with public constants or a differentially
+        private scaler, never with a scaler fitted on the private
+        data.
     clip_norm : float, default=1.0
         Public bound ``C`` on the l2 norm of every per-sample gradient. Larger
         gradients (outliers, heavy tails) are scaled down to norm ``C``; this is
@@ -299,6 +408,9 @@ _SHARED_PARAMS_DOC = """
         truncated mean) within one iteration's budget: ``"data"`` runs them on two
         disjoint random halves of the records (the paper); ``"budget"`` runs both
         on all records with half the budget each.
+    batch_size : "auto" or int, default="auto"
+        Expected batch size ``m`` of the ``*_sgd`` algorithms (Poisson rate
+        ``m / n``); ``"auto"`` is ``ceil(sqrt(n))``.
     radius : float or None, default=None
         If given, the iterates are projected onto the l2 ball of this radius
         (intercept included).
@@ -391,6 +503,7 @@ class HeavyTailedDPRidge(DPRegressorMixin, _HeavyTailedBase):
         moment_order=2.0,
         truncation="auto",
         sample_split="data",
+        batch_size="auto",
         radius=None,
         verbose=0,
         random_state=None,
@@ -409,6 +522,7 @@ class HeavyTailedDPRidge(DPRegressorMixin, _HeavyTailedBase):
         self.moment_order = moment_order
         self.truncation = truncation
         self.sample_split = sample_split
+        self.batch_size = batch_size
         self.radius = radius
         self.verbose = verbose
         self.random_state = random_state
@@ -497,6 +611,7 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
         moment_order=2.0,
         truncation="auto",
         sample_split="data",
+        batch_size="auto",
         radius=None,
         classes=None,
         class_weight=None,
@@ -517,6 +632,7 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
         self.moment_order = moment_order
         self.truncation = truncation
         self.sample_split = sample_split
+        self.batch_size = batch_size
         self.radius = radius
         self.classes = classes
         self.class_weight = class_weight

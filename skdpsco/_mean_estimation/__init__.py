@@ -6,13 +6,16 @@ per-sample derivatives ``u_i`` of the loss at the current iterate; the per-sampl
 gradient is ``u_i (outer) x~_i``.
 """
 
+from ._batch import AveragedClipBatchOracle, PerExampleClipBatchOracle
 from ._catoni import CatoniMeanOracle
 from ._clipped import ClippedMeanOracle
 from ._truncated_mean import AxisTruncatedMeanOracle, TruncatedMeanOracle
 
 __all__ = [
+    "AveragedClipBatchOracle",
     "AxisTruncatedMeanOracle",
     "CatoniMeanOracle",
     "ClippedMeanOracle",
+    "PerExampleClipBatchOracle",
     "TruncatedMeanOracle",
 ]

@@ -49,6 +49,10 @@ class LinearDesign:
         self.dim = self.n_features + int(self.fit_intercept)
         self._row_norms = None
 
+    def subset(self, rows):
+        """The design of the rows ``rows`` (a batch); copies only those rows."""
+        return LinearDesign(self.X[rows], self.fit_intercept, self.chunk_rows)
+
     def _chunks(self):
         step = max(1, min(self.chunk_rows, DEFAULT_CHUNK_ENTRIES // max(self.dim, 1)))
         for start in range(0, self.n_samples, step):

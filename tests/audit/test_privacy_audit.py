@@ -38,6 +38,10 @@ AUDIT_OVERRIDES = {
         ("catoni_gd", 5),
         ("truncated_mean_gd", 5),
         ("axis_truncated_mean_gd", 5),
+        # Epochs: about 20 Poisson steps at the audit's sizes.
+        ("dp_sgd", 2),
+        ("aclipped_sgd", 2),
+        ("r_aclipped_sgd", 3),
     )
 }
 

@@ -1,0 +1,831 @@
+"""Sample-and-aggregate with smooth sensitivity (Wang et al. 2020, Algorithm 1).
+
+Non-private ERM is solved on ``m_sub`` random subsets of the records, the "centre of
+attention" of the ``m_sub`` solutions is picked, and Gaussian noise scaled to a
+smooth upper bound ``S`` on that choice's local sensitivity is added (Nissim,
+Raskhodnikova & Smith 2007, "NRS07"). Implementation card:
+``shared/algorithms/wang-xiao-devadas-xu-2020.md`` §3.1, §7, §8 items 6 and 10.
+
+Privacy argument (replace-one neighbours, ``n`` public)
+-------------------------------------------------------
+1. *Subsets.* The index sets ``S_1..S_m`` are drawn from the generator alone (no data
+   value is read) and kept only if every index lies in at most
+   ``s_NRS = floor(sqrt(m_sub))`` of them. Replacing one record therefore changes at
+   most ``s_NRS`` of the subset solutions ``z_i``.
+2. *Solutions in W.* Each ``z_i`` is a deterministic function of its own subset
+   only (no warm start, no state shared between subsets); a non-finite ``z_i`` is
+   replaced by 0 and every ``z_i`` is projected onto the public l2 ball
+   ``W = {||w|| <= radius}``, so every pairwise distance is at most
+   ``Lambda = 2 radius`` (card §3.1 [REVIEW][PRIVACY]).
+3. *Smooth bound.* ``S = 2 max_k rho_k e^{-beta k}`` with the order-statistic
+   ``rho_k`` of the card (§3.1 [REVIEW][PRIVACY], *not* the paper's "mean of the
+   K largest", which is not smooth: see :func:`smooth_upper_bound`). For ``z, z'``
+   differing in at most ``s_NRS`` entries, ``||g(z) - g(z')|| <= 2 rho_0(z) <= S(z)``
+   (and ``<= S(z')``), and ``|ln S(z) / S(z')| <= beta``: ``S`` is a
+   ``beta``-smooth upper bound on the local sensitivity of ``g`` (NRS07 Def. 2.1).
+4. *Gaussian noise.* ``g + (S / gamma) N(0, I_d)`` with
+   ``gamma = eps / (5 sqrt(2 ln(2/delta)))`` and
+   ``beta = eps / (4 (d + ln(2/delta)))``. NRS07's admissible-noise lemma (a
+   ``beta``-smooth bound plus noise that is ``(gamma, beta)``-admissible gives
+   ``(eps, delta)``-DP; the brief cites it as Lemma 2.6 / Cor 2.4, the numbering
+   differs between the conference and full versions) chains a *sliding* step (shift
+   ``<= gamma`` in noise units) and a *dilation* step (scale ``e^lambda``,
+   ``|lambda| <= beta``): ``delta_total = e^{eps/2} delta_slide + delta_dilate``
+   (slide after the dilation, which is valid because ``||g(z) - g(z')|| <= S(z')``
+   too). :func:`nrs_gaussian_delta` computes both hockey-stick terms exactly, and
+   :func:`sample_and_aggregate` refuses any ``(eps, delta, d)`` where the sum
+   exceeds ``delta``. The NRS07 Gaussian calibration is a small-epsilon result: the
+   certificate holds for every ``d`` up to roughly ``eps = 15`` and fails beyond
+   about ``eps = 20`` (the dilation term grows like ``e^{eps/2}``).
+
+The release is therefore one ``(eps, delta)``-DP mechanism: a single
+``MechanismRecord(kind="approx_dp")``. ``S``, the ``z_i`` and ``i*`` are
+data-dependent and never leave this module (card §7 [REVIEW][PRIVACY]).
+
+Cost and memory
+---------------
+Pairwise distances are computed in row blocks of at most ``_CHUNK_ENTRIES`` (2**22
+doubles, 32 MiB) and partially sorted in place; besides the block, the order
+statistics table holds ``m_sub * (k* + 2)`` doubles with ``k* ~ sqrt(m_sub) / 2``
+(about 45 MiB at the cap). Time is ``O(m_sub^2 d)``; ``m_sub`` above
+:data:`MAX_N_SUBSETS` is refused. The subset solves gather at most
+``_CHUNK_ENTRIES`` feature entries per batch of subsets.
+
+References
+----------
+.. [1] Wang, D., Xiao, H., Devadas, S. and Xu, J. (2020). On differentially private
+   stochastic convex optimization with heavy-tailed data. ICML. Algorithm 1.
+.. [2] Nissim, K., Raskhodnikova, S. and Smith, A. (2007). Smooth sensitivity and
+   sampling in private data analysis. STOC. §2 (smooth bounds, admissible noise),
+   §3/§4 (sample and aggregate, Theorem 4.2).
+"""
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import special, stats
+from scipy.spatial.distance import cdist
+
+from .._losses import get_loss
+from ..exceptions import PrivacyBudgetError
+from ..privacy._ledger import MechanismRecord
+from ..privacy._mechanisms import gaussian_noise
+from ._gradient_descent import SolverResult
+
+__all__ = [
+    "MAX_N_SUBSETS",
+    "centre_of_attention",
+    "draw_subsets",
+    "minimum_n_subsets",
+    "minimum_samples",
+    "nrs_gaussian_delta",
+    "nrs_gaussian_parameters",
+    "project_rows_l2_ball",
+    "sample_and_aggregate",
+    "smooth_upper_bound",
+]
+
+#: Largest number of subsets accepted: the aggregation is O(m_sub^2 d) time (about a
+#: minute at the cap for d = 10 on one core); larger requests are refused.
+MAX_N_SUBSETS = 50_000
+
+#: Doubles per block of the pairwise-distance matrix and per batch of gathered
+#: subset rows (32 MiB).
+_CHUNK_ENTRIES = 2**22
+
+#: Rounds of the subset rejection loop before giving up (the loop is only entered
+#: when a public estimate says a round succeeds with probability >= 5%).
+_MAX_SUBSET_ROUNDS = 500
+_MIN_ACCEPT_PROBABILITY = 0.05
+
+#: Grid over the dilation exponent lambda in (0, beta] for the hockey-stick sup.
+_DILATION_GRID = 64
+
+
+# ------------------------------------------------------------- public parameters
+
+
+def _check_epsilon_delta(epsilon, delta, *, allow_inf=True):
+    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
+        raise ValueError(f"epsilon must be a real number > 0, got {epsilon!r}.")
+    if not (epsilon > 0) or (math.isinf(epsilon) and not allow_inf):
+        raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
+    if isinstance(delta, bool) or not isinstance(delta, Real) or not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
+    return float(epsilon), float(delta)
+
+
+def _check_dim(dim):
+    if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 1:
+        raise ValueError(f"dim must be an integer >= 1, got {dim!r}.")
+    return int(dim)
+
+
+def nrs_gaussian_parameters(epsilon, delta, dim):
+    """``(gamma, beta)`` of the Gaussian smooth-sensitivity mechanism.
+
+    ``gamma = eps / (5 sqrt(2 ln(2/delta)))`` and ``beta = eps / (4 (d +
+    ln(2/delta)))`` (Wang et al. 2020, Algorithm 1, line 1; NRS07 Gaussian example).
+    ``d`` counts every released parameter (the intercept and all outputs).
+
+    Examples
+    --------
+    >>> gamma, beta = nrs_gaussian_parameters(1.0, 1e-5, 10)
+    >>> round(gamma, 7), round(beta, 7)
+    (0.0404787, 0.0112582)
+    """
+    epsilon, delta = _check_epsilon_delta(epsilon, delta)
+    dim = _check_dim(dim)
+    log_term = math.log(2.0 / delta)
+    gamma = epsilon / (5.0 * math.sqrt(2.0 * log_term))
+    beta = epsilon / (4.0 * (dim + log_term))
+    return gamma, beta
+
+
+def nrs_gaussian_delta(epsilon, delta, dim):
+    """Exact delta of Gaussian noise with NRS07's ``(gamma, beta)``, chained.
+
+    The smooth-sensitivity mechanism ``g + (S / gamma) u``, ``u ~ N(0, I_d)``, is
+    ``(eps, delta_total)``-DP with ``delta_total = e^{eps/2} delta_slide +
+    delta_dilate``, where (hockey-stick divergences at ``e^{eps/2}``)
+
+    * ``delta_slide = Phi(-eps/(2g) + g/2) - e^{eps/2} Phi(-eps/(2g) - g/2)``: a
+      shift of norm ``gamma`` of a standard Gaussian (Balle & Wang 2018, Thm 8);
+    * ``delta_dilate = sup_{0 < lambda <= beta} P(chi2_d > c) - e^{eps/2}
+      P(chi2_d > c e^{2 lambda})`` with ``c = (eps + 2 d lambda) /
+      (e^{2 lambda} - 1)``: ``N(0, I)`` against ``N(0, e^{-2 lambda} I)``
+      (the other sign of lambda has privacy loss <= ``d beta < eps/4``, so no delta).
+      The sup is taken over a grid of 64 lambdas including ``beta``.
+
+    Dilating first and sliding second is valid because the local-sensitivity bound
+    holds at both neighbours (``||g(z) - g(z')|| <= min(S(z), S(z'))``).
+
+    Returns
+    -------
+    float
+        ``delta_total``; the mechanism is certified when it is ``<= delta``.
+        ``epsilon = inf`` (the non-private testing mode, no noise) returns ``delta``.
+    """
+    epsilon, delta = _check_epsilon_delta(epsilon, delta)
+    dim = _check_dim(dim)
+    if math.isinf(epsilon):
+        return delta
+    gamma, beta = nrs_gaussian_parameters(epsilon, delta, dim)
+    half = epsilon / 2.0
+    # Sliding, in log space so that e^{eps/2} never overflows.
+    a = -half / gamma + gamma / 2.0
+    b = -half / gamma - gamma / 2.0
+    # e^{eps/2} Phi(b) <= Phi(a) <= 1 (a hockey-stick divergence is >= 0), so
+    # neither exponent below is positive; only the final e^{eps/2} factor can be big.
+    slide = max(
+        0.0, math.exp(special.log_ndtr(a)) - math.exp(half + special.log_ndtr(b))
+    )
+    lams = beta * np.arange(1, _DILATION_GRID + 1) / _DILATION_GRID
+    c = (epsilon + 2.0 * dim * lams) / np.expm1(2.0 * lams)
+    dilate = np.exp(stats.chi2.logsf(c, dim)) - np.exp(
+        half + stats.chi2.logsf(c * np.exp(2.0 * lams), dim)
+    )
+    dilate = float(max(0.0, np.max(dilate)))
+    if slide == 0.0:
+        return dilate
+    log_slide = half + math.log(slide)
+    return math.inf if log_slide > 700.0 else math.exp(log_slide) + dilate
+
+
+def minimum_n_subsets(epsilon, delta, dim):
+    """Smallest ``m_sub`` accepted: the card's [PROPOSED] default.
+
+    ``max(ceil(16 (d + ln(2/delta))^2 / eps^2), ceil(4 d^2 / eps^2) + 1)``: the
+    paper's conditions ``ceil(s_NRS / beta) <= m_sub`` (Algorithm 1) and
+    ``eps > 2 d / sqrt(m_sub)`` (Theorem 1). With the corrected smooth bound both
+    are utility conditions, not privacy ones (card §3.1 [REVIEW]).
+
+    Examples
+    --------
+    >>> minimum_n_subsets(1.0, 1e-5, 10)
+    7890
+    """
+    epsilon, delta = _check_epsilon_delta(epsilon, delta)
+    dim = _check_dim(dim)
+    if math.isinf(epsilon):
+        return 1
+    log_term = math.log(2.0 / delta)
+    paper = math.ceil(16.0 * (dim + log_term) ** 2 / epsilon**2)
+    theorem = math.ceil(4.0 * dim**2 / epsilon**2) + 1
+    return max(paper, theorem)
+
+
+def _default_subset_size_min(dim):
+    return max(10 * dim, dim + 1)
+
+
+def minimum_samples(epsilon, delta, dim, subset_size_min=None, n_subsets=None):
+    """Smallest ``n`` for which :func:`sample_and_aggregate` runs.
+
+    ``n_min = m_sub * subset_size_min`` with ``m_sub`` = ``n_subsets`` or
+    :func:`minimum_n_subsets` and ``subset_size_min`` defaulting to
+    ``max(10 d, d + 1)`` (card §3.1 [PROPOSED]: each subset needs enough rows for
+    its ERM to be strongly convex). ``d`` counts every released parameter.
+
+    Examples
+    --------
+    >>> minimum_samples(1.0, 1e-5, 10)
+    789000
+    """
+    dim = _check_dim(dim)
+    m_sub = minimum_n_subsets(epsilon, delta, dim) if n_subsets is None else n_subsets
+    if subset_size_min is None:
+        subset_size_min = _default_subset_size_min(dim)
+    if (
+        isinstance(subset_size_min, bool)
+        or not isinstance(subset_size_min, Integral)
+        or subset_size_min < 1
+    ):
+        raise ValueError(
+            f"subset_size_min must be an integer >= 1, got {subset_size_min!r}."
+        )
+    return int(m_sub) * int(subset_size_min)
+
+
+# ------------------------------------------------------------ smooth sensitivity
+
+
+def _first_rank(m_sub, s_nrs):
+    """``t0 = ceil((m + s) / 2) + 1``; it satisfies ``2 t0 - s > m`` (card §3.1)."""
+    return (m_sub + s_nrs + 1) // 2 + 1
+
+
+def _tail_index(m_sub, s_nrs, t0):
+    """``k*``: the smallest ``k >= 0`` with ``t0 + (k + 1) s > m`` (rho_k = Lambda)."""
+    return max(0, (m_sub - t0) // s_nrs)
+
+
+def _check_points(Z):
+    Z = np.asarray(Z, dtype=float)
+    if Z.ndim != 2 or Z.shape[0] < 1:
+        raise ValueError(f"Z must be a non-empty 2-D array, got shape {Z.shape}.")
+    if not np.all(np.isfinite(Z)):
+        raise ValueError("Z must be finite (sanitise and project the solutions first).")
+    return Z
+
+
+def _distance_order_statistics(Z, ranks, fill, chunk_entries=_CHUNK_ENTRIES):
+    """``r_i(t)`` for every row ``i`` of ``Z`` and every rank ``t`` in ``ranks``.
+
+    ``r_i(t)`` is the ``t``-th smallest of ``{||z_i - z_j|| : j = 1..m}`` (``j = i``
+    counts, at distance 0; ranks are 1-based) and ``fill`` once ``t > m``. Distances
+    are computed directly (``scipy.spatial.distance.cdist``, no Gram-matrix
+    cancellation), ``max(1, chunk_entries // m)`` rows at a time, and partially
+    sorted in place: peak memory is one block plus the ``(m, len(ranks))`` result.
+    """
+    m = Z.shape[0]
+    ranks = np.asarray(ranks, dtype=np.intp)
+    out = np.full((m, ranks.size), float(fill))
+    inside = np.flatnonzero(ranks <= m)
+    if inside.size == 0:
+        return out
+    cols = ranks[inside] - 1
+    kth = np.unique(cols)
+    rows = max(1, int(chunk_entries) // m)
+    for start in range(0, m, rows):
+        stop = min(m, start + rows)
+        block = cdist(Z[start:stop], Z)
+        block.partition(kth, axis=1)
+        out[start:stop, inside] = block[:, cols]
+    return out
+
+
+def _smooth_bound_from_table(R, s_nrs, beta, diameter):
+    """``S`` from the table ``R[:, k] = r_i(t0 + (k + 1) s)``, ``k = 0..k*-1``."""
+    k_star = R.shape[1]
+    S_half = diameter * math.exp(-beta * k_star)  # rho_{k*} = Lambda
+    if k_star:
+        # rho_k = the ((k + 1) s + 1)-th smallest of column k (1-based), capped at
+        # Lambda: a distance between points of W never exceeds it in exact
+        # arithmetic, so the cap only removes rounding.
+        ordered = np.sort(np.minimum(R, diameter), axis=0)
+        k = np.arange(k_star)
+        rho = ordered[(k + 1) * s_nrs, k]
+        S_half = max(S_half, float(np.max(rho * np.exp(-beta * k))))
+    return 2.0 * S_half
+
+
+def _check_smooth_args(s_nrs, beta, diameter):
+    if isinstance(s_nrs, bool) or not isinstance(s_nrs, Integral) or s_nrs < 1:
+        raise ValueError(f"s_nrs must be an integer >= 1, got {s_nrs!r}.")
+    if not (isinstance(beta, Real) and beta > 0 and math.isfinite(beta)):
+        raise ValueError(f"beta must be a finite real > 0, got {beta!r}.")
+    if not (isinstance(diameter, Real) and diameter > 0 and math.isfinite(diameter)):
+        raise ValueError(f"diameter must be a finite real > 0, got {diameter!r}.")
+    return int(s_nrs), float(beta), float(diameter)
+
+
+def smooth_upper_bound(Z, s_nrs, beta, diameter, *, chunk_entries=_CHUNK_ENTRIES):
+    """Corrected beta-smooth upper bound ``S(z)`` of sample-and-aggregate.
+
+    ``S = 2 max_{k >= 0} rho_k e^{-beta k}``, where ``rho_k`` is the
+    ``((k + 1) s + 1)``-th smallest of ``{r_1(t), ..., r_m(t)}`` at
+    ``t = t0 + (k + 1) s``, ``t0 = ceil((m + s) / 2) + 1``, and ``rho_k = Lambda``
+    (``diameter``) once ``t > m``; the max stops at that first ``k = k*``.
+
+    Why (card §3.1 [REVIEW][PRIVACY]): for ``z'`` differing from ``z`` in at most
+    ``s`` entries, with ``U`` the unchanged indices (``|U| >= m - s``), the
+    ``t0``-balls of both centres share a point (``2 t0 - s > m``) and
+    ``r'_c(t0) <= r_c(t0 + s)`` for ``c`` in ``U``, so
+    ``||g(z) - g(z')|| <= 2 min_{c in U} r_c(t0 + s) <= 2 rho_0(z)``; iterating bounds
+    the local sensitivity at distance ``k`` by ``2 rho_k``, and
+    ``rho_k(z) <= rho_{k+1}(z')`` makes ``S`` beta-smooth. The paper's "mean of the
+    ``ceil(s / beta)`` largest ``r_i(t)``" is *not* smooth (the card's
+    counterexample is a test).
+
+    Parameters
+    ----------
+    Z : ndarray of shape (m_sub, d)
+        Subset solutions, all inside a ball of diameter ``diameter`` (the bound is
+        only valid then; :func:`sample_and_aggregate` projects them first).
+    s_nrs : int
+        Number of entries one record can change (``floor(sqrt(m_sub))``).
+    beta : float
+        Smoothness parameter ``beta_NRS``.
+    diameter : float
+        ``Lambda``, the diameter of the set the solutions lie in (``2 radius``).
+
+    Returns
+    -------
+    float
+    """
+    Z = _check_points(Z)
+    s_nrs, beta, diameter = _check_smooth_args(s_nrs, beta, diameter)
+    m = Z.shape[0]
+    t0 = _first_rank(m, s_nrs)
+    k_star = _tail_index(m, s_nrs, t0)
+    ranks = t0 + (np.arange(k_star) + 1) * s_nrs
+    R = _distance_order_statistics(Z, ranks, diameter, chunk_entries)
+    return _smooth_bound_from_table(R, s_nrs, beta, diameter)
+
+
+def centre_of_attention(Z, t0, *, chunk_entries=_CHUNK_ENTRIES):
+    """The solution ``z_{i*}`` with ``i* = argmin_i r_i(t0)`` (first on ties).
+
+    ``r_i(t0)`` is the distance from ``z_i`` to its ``t0``-th nearest solution
+    (itself included). Returns a copy of the row, never the index.
+    """
+    Z = _check_points(Z)
+    if isinstance(t0, bool) or not isinstance(t0, Integral) or t0 < 1:
+        raise ValueError(f"t0 must be an integer >= 1, got {t0!r}.")
+    r = _distance_order_statistics(Z, [t0], np.inf, chunk_entries)[:, 0]
+    return Z[int(np.argmin(r))].copy()
+
+
+def _aggregate(Z, s_nrs, beta, diameter):
+    """``(g, S)`` from one pass over the pairwise distances (module-private)."""
+    m = Z.shape[0]
+    t0 = _first_rank(m, s_nrs)
+    k_star = _tail_index(m, s_nrs, t0)
+    ranks = np.concatenate([[t0], t0 + (np.arange(k_star) + 1) * s_nrs])
+    R = _distance_order_statistics(Z, ranks, diameter)
+    g = Z[int(np.argmin(R[:, 0]))].copy()
+    return g, _smooth_bound_from_table(R[:, 1:], s_nrs, beta, diameter)
+
+
+# ------------------------------------------------------------------------ subsets
+
+
+def _draw_subsets_once(n, m, k, rng):
+    """``m`` independent uniform ``k``-subsets of ``range(n)``, rows sorted."""
+    if k == n:
+        return np.tile(np.arange(n), (m, 1))
+    if k * (k - 1) <= 2 * n:
+        # Uniform ordered k-tuples, a row redrawn while it has a repeat: conditioned
+        # on distinct entries each row is a uniform k-subset. At most one repeated
+        # pair is expected per row, so a row is accepted with probability >~ 1/e.
+        idx = np.sort(rng.integers(0, n, size=(m, k)), axis=1)
+        bad = np.flatnonzero(np.any(idx[:, 1:] == idx[:, :-1], axis=1))
+        while bad.size:
+            redo = np.sort(rng.integers(0, n, size=(bad.size, k)), axis=1)
+            idx[bad] = redo
+            bad = bad[np.any(redo[:, 1:] == redo[:, :-1], axis=1)]
+        return idx
+    return np.stack([np.sort(rng.choice(n, size=k, replace=False)) for _ in range(m)])
+
+
+def draw_subsets(n, m, k, s_nrs, rng):
+    """Algorithm 1's subsampling: ``m`` random ``k``-subsets, multiplicity ``<= s``.
+
+    The card's rejection loop: draw all ``m`` subsets (independent, uniform, without
+    replacement) and start again unless every index is in at most ``s_nrs`` of them.
+    Only indices are drawn, never data, so the loop (and any error it raises) is
+    data-independent. A round is accepted with probability at most
+    ``(1 - P(Bin(m, k/n) > s))^n`` (the counts are negatively associated); if that
+    public bound is below 5% the loop is refused up front.
+
+    Returns
+    -------
+    ndarray of shape (m, k), dtype intp
+    """
+    if m * k > n * s_nrs:
+        raise ValueError(
+            f"{m} subsets of {k} rows cannot fit {n} records at most {s_nrs} times."
+        )
+    p_exceed = float(stats.binom.sf(s_nrs, m, k / n))
+    log_accept = n * math.log1p(-p_exceed) if p_exceed < 1 else -math.inf
+    if log_accept < math.log(_MIN_ACCEPT_PROBABILITY):
+        raise ValueError(
+            f"Sample-and-aggregate: {m} random subsets of {k} of {n} rows almost never "
+            f"have every row in at most s_NRS={s_nrs} subsets (acceptance probability "
+            f"<= {math.exp(log_accept):.2g}); use more subsets (n_subsets >= 100 keeps "
+            "it near 1)."
+        )
+    for _ in range(_MAX_SUBSET_ROUNDS):
+        idx = _draw_subsets_once(n, m, k, rng)
+        if np.bincount(idx.ravel(), minlength=n).max() <= s_nrs:
+            return idx
+    # Reached with probability below 1e-11 once the check above passed.
+    raise ValueError(  # pragma: no cover
+        "Sample-and-aggregate: no admissible subset draw in "
+        f"{_MAX_SUBSET_ROUNDS} rounds."
+    )
+
+
+# ------------------------------------------------------------- per-subset solver
+
+
+def project_rows_l2_ball(Z, radius):
+    """Replace non-finite rows by 0, then project every row onto the l2 ball.
+
+    Per-row post-processing (card §3.1 [REVIEW][PRIVACY]): after it every row has
+    norm ``<= radius``, even for entries near the float limit (the norm is computed
+    on the row scaled by its largest entry).
+    """
+    Z = np.array(Z, dtype=float)
+    Z[~np.all(np.isfinite(Z), axis=1)] = 0.0
+    scale = np.max(np.abs(Z), axis=1) if Z.shape[1] else np.zeros(Z.shape[0])
+    safe = np.where(scale > 0, scale, 1.0)
+    unit = Z / safe[:, None]  # entries in [-1, 1]: its norm cannot overflow
+    unit_norm = np.linalg.norm(unit, axis=1)
+    outside = safe * unit_norm > radius
+    if np.any(outside):
+        Z[outside] = unit[outside] * (radius / unit_norm[outside])[:, None]
+        # Rounding can leave a projected row an ulp outside: shrink it once more.
+        again = np.linalg.norm(Z, axis=1) > radius
+        Z[again] *= 1.0 - 2.0**-50
+    return Z
+
+
+def _largest_eigenvalues(G):
+    """Largest eigenvalue of each symmetric ``G[b]`` (entries in [-1, 1]).
+
+    If LAPACK fails on the batch, each matrix is retried alone and a failed one
+    falls back to its trace (an upper bound for PSD matrices): the value of subset
+    ``b`` always depends on ``G[b]`` only.
+    """
+    try:
+        return np.linalg.eigvalsh(G)[:, -1]
+    except np.linalg.LinAlgError:
+        out = np.empty(G.shape[0])
+        for b in range(G.shape[0]):
+            try:
+                out[b] = np.linalg.eigvalsh(G[b])[-1]
+            except np.linalg.LinAlgError:
+                out[b] = np.trace(G[b])
+        return out
+
+
+def _fista_batch(Xb, yb, loss, *, l2_penalty, radius, n_outputs, fit_intercept, n_iter):
+    """Projected FISTA on each subset's penalised ERM, ``n_iter`` iterations.
+
+    ``Xb`` (B, k, p) holds the subsets' rows with the intercept column, ``yb``
+    (B, k) their targets. Subset ``b`` minimises ``(1/k) sum loss + (lambda/2)
+    ||W_pen||^2`` over ``{||W||_F <= radius}`` from ``W = 0`` with step ``1/L_b``,
+    ``L_b = loss.smoothness * lambda_max(X_b^T X_b / k) + lambda``. ``L_b`` reads
+    subset ``b``'s data, which is fine: privacy needs ``f`` deterministic and
+    subset-local, not data-independent. Every operation is per subset (batched
+    linear algebra), so subset ``b``'s result never depends on another subset.
+    """
+    B, k, p = Xb.shape
+    K = n_outputs
+    with np.errstate(all="ignore"):
+        scale = np.max(np.abs(Xb), axis=(1, 2))
+        ok = np.isfinite(scale)
+        safe = np.where(ok & (scale > 0), scale, 1.0)
+        Xs = np.where(ok[:, None, None], Xb / safe[:, None, None], 0.0)
+        Gs = np.matmul(Xs.transpose(0, 2, 1), Xs) / k  # entries in [-1, 1]
+        L = loss.smoothness * _largest_eigenvalues(Gs) * safe**2 + l2_penalty
+        step = np.where(
+            ok & np.isfinite(L) & (L > 0), 1.0 / np.where(L > 0, L, 1.0), 0.0
+        )
+        pen = np.ones((p, 1))
+        if fit_intercept:
+            pen[p - 1] = 0.0
+        pen = l2_penalty * pen
+
+        if loss.name == "squared":
+            G = Gs * (safe**2)[:, None, None]
+            c = np.matmul(Xb.transpose(0, 2, 1), yb[:, :, None]) / k
+
+            def grad(W):
+                return np.matmul(G, W) - c + pen * W
+
+        else:
+            y_flat = yb.reshape(-1)
+
+            def grad(W):
+                Zp = np.matmul(Xb, W)  # (B, k, K)
+                Zp = np.nan_to_num(Zp, nan=0.0, posinf=1e300, neginf=-1e300)
+                z = Zp.reshape(-1) if K == 1 else Zp.reshape(-1, K)
+                U = np.asarray(loss.derivative(z, y_flat), dtype=float)
+                U = U.reshape(B, k, K)
+                return np.matmul(Xb.transpose(0, 2, 1), U) / k + pen * W
+
+        def project(W):
+            norm = np.sqrt(np.sum(W * W, axis=(1, 2)))
+            factor = np.where(
+                norm > radius, radius / np.where(norm > 0, norm, 1.0), 1.0
+            )
+            return W * factor[:, None, None]
+
+        W = np.zeros((B, p, K))
+        V = W
+        t = 1.0
+        step3 = step[:, None, None]
+        for _ in range(n_iter):
+            W_new = project(V - step3 * grad(V))
+            t_new = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
+            V = W_new + ((t - 1.0) / t_new) * (W_new - W)
+            W, t = W_new, t_new
+        W[~ok] = 0.0
+    return W.reshape(B, p * K)
+
+
+def _resolve_solver(loss_or_solver):
+    """``("loss", loss_object)`` or ``("callable", solver)``."""
+    if isinstance(loss_or_solver, str):
+        return "loss", get_loss(loss_or_solver)
+    if hasattr(loss_or_solver, "derivative") and hasattr(loss_or_solver, "smoothness"):
+        return "loss", loss_or_solver
+    if callable(loss_or_solver):
+        return "callable", loss_or_solver
+    raise TypeError(
+        "loss must be a loss name, a loss object from skdpsco._losses or a callable "
+        f"subset solver, got {type(loss_or_solver).__name__}."
+    )
+
+
+def _solve_subsets(
+    X, y, subsets, kind, solver, *, fit_intercept, n_outputs, l2_penalty, radius, n_iter
+):
+    """The ``(m, d)`` matrix of subset solutions ``z_i`` (not yet sanitised)."""
+    m, k = subsets.shape
+    n_features = X.shape[1]
+    p = n_features + int(fit_intercept)
+    d = p * n_outputs
+    Z = np.empty((m, d))
+    if kind == "callable":
+        for i in range(m):
+            rows = subsets[i]
+            try:
+                w = np.asarray(solver(X[rows], y[rows]), dtype=float)
+            except (ArithmeticError, ValueError):
+                # A subset whose solver fails gets the fixed point 0: a per-subset,
+                # deterministic outcome, never an error that would reveal the data.
+                Z[i] = 0.0
+                continue
+            if w.size != d:
+                raise ValueError(
+                    f"The subset solver must return {d} parameters "
+                    f"(shape ({p},) or ({p}, {n_outputs})), got shape {w.shape}."
+                )
+            Z[i] = w.reshape(-1)
+        return Z
+    batch = max(1, _CHUNK_ENTRIES // max(1, k * p))
+    for start in range(0, m, batch):
+        stop = min(m, start + batch)
+        rows = subsets[start:stop].reshape(-1)
+        block = X[rows]
+        block = (
+            block.toarray() if sp.issparse(block) else np.asarray(block, dtype=float)
+        )
+        if fit_intercept:
+            block = np.hstack([block, np.ones((block.shape[0], 1))])
+        Xb = block.reshape(stop - start, k, p)
+        yb = np.asarray(y)[rows].reshape(stop - start, k)
+        Z[start:stop] = _fista_batch(
+            Xb,
+            yb,
+            solver,
+            l2_penalty=l2_penalty,
+            radius=radius,
+            n_outputs=n_outputs,
+            fit_intercept=fit_intercept,
+            n_iter=n_iter,
+        )
+    return Z
+
+
+# ------------------------------------------------------------------------- solver
+
+
+def sample_and_aggregate(
+    X,
+    y,
+    loss,
+    *,
+    epsilon,
+    delta,
+    radius,
+    n_subsets=None,
+    fit_intercept=True,
+    l2_penalty=0.0,
+    n_outputs=1,
+    subset_max_iter=200,
+    subset_size_min=None,
+    rng,
+):
+    """Sample-and-aggregate with smooth sensitivity (Wang et al. 2020, Algorithm 1).
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n_samples, n_features)
+        Finite training features (validated by the caller).
+    y : ndarray of shape (n_samples,)
+        Targets: real (``"squared"``, ``"huber"``), {0, 1} (``"logistic"``) or class
+        codes ``0..K-1`` (``"multinomial"``).
+    loss : str, loss object or callable
+        A loss name or object from :mod:`skdpsco._losses`: each subset is solved by
+        ``subset_max_iter`` iterations of projected FISTA on
+        ``(1/k) sum loss + (l2_penalty / 2) ||w||^2`` (intercept unpenalised) over
+        the ball of ``radius``. Or a callable ``solver(X_sub, y_sub)`` returning the
+        ``(dim,)`` or ``(dim, n_outputs)`` parameters of one subset (intercept last);
+        it must be deterministic and keep no state between calls (no warm starts).
+        An ``ArithmeticError``/``ValueError`` it raises gives that subset the
+        solution 0.
+    epsilon : float
+        Target epsilon, ``> 0``; ``inf`` is the non-private testing mode (no noise).
+        Finite values are refused where the NRS07 Gaussian calibration is not
+        certified (see :func:`nrs_gaussian_delta`; roughly ``epsilon > 15``).
+    delta : float
+        Target delta in ``(0, 1)``.
+    radius : float
+        Public radius ``R`` of the l2 ball ``W``: mandatory (``Lambda = 2 R`` must
+        be finite). Every subset solution and the release are projected onto it.
+    n_subsets : int, optional
+        ``m_sub``; default and minimum :func:`minimum_n_subsets`; at most
+        :data:`MAX_N_SUBSETS`.
+    fit_intercept : bool, default=True
+        Append a constant-1 column (its parameter is the last row of ``coef``).
+    l2_penalty : float, default=0.0
+        Mean-scaled ridge penalty ``lambda`` of each subset ERM (public).
+    n_outputs : int, default=1
+        1 (vector parameters) or K (multinomial).
+    subset_max_iter : int, default=200
+        Fixed FISTA iterations per subset (public; no data-dependent stopping).
+    subset_size_min : int, optional
+        Minimum rows per subset, default ``max(10 d, d + 1)``.
+    rng : numpy.random.Generator
+        Draws the subsets, then the noise.
+
+    Returns
+    -------
+    SolverResult
+        ``coef`` of shape ``(dim,)`` (``(dim, K)`` if ``n_outputs > 1``): the noisy
+        centre of attention projected onto the ball (post-processing);
+        ``n_iter = 1`` (one aggregation and one release; the per-subset solver
+        always runs ``subset_max_iter`` iterations); ``records``: one
+        ``MechanismRecord(kind="approx_dp", epsilon, delta)``. Nothing else is
+        returned: ``S``, the ``z_i`` and ``i*`` are data-dependent and unaccounted.
+
+    Raises
+    ------
+    ValueError
+        ``radius`` missing, ``n_subsets`` below the minimum or above the cap, an
+        uncertified ``(epsilon, delta, d)``, or a subset draw that cannot meet the
+        multiplicity cap. All depend only on public values.
+    PrivacyBudgetError
+        ``n_samples < minimum_samples(...)``; the message names that minimum.
+
+    References
+    ----------
+    .. [1] Wang, Xiao, Devadas & Xu (2020), ICML, Algorithm 1 and Theorem 1.
+    .. [2] Nissim, Raskhodnikova & Smith (2007), STOC, §2 and Theorem 4.2.
+    """
+    epsilon, delta = _check_epsilon_delta(epsilon, delta)
+    if radius is None:
+        raise ValueError(
+            "sample-and-aggregate needs a public 'radius': the smooth bound uses the "
+            "diameter 2 * radius of the parameter ball, which must be finite."
+        )
+    if not (
+        isinstance(radius, Real)
+        and not isinstance(radius, bool)
+        and radius > 0
+        and math.isfinite(radius)
+    ):
+        raise ValueError(f"radius must be a finite real > 0, got {radius!r}.")
+    radius = float(radius)
+    if not (
+        isinstance(l2_penalty, Real) and l2_penalty >= 0 and math.isfinite(l2_penalty)
+    ):
+        raise ValueError(f"l2_penalty must be a finite real >= 0, got {l2_penalty!r}.")
+    for name, value in (("n_outputs", n_outputs), ("subset_max_iter", subset_max_iter)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"rng must be a numpy.random.Generator, got {type(rng).__name__}."
+        )
+    kind, solver = _resolve_solver(loss)
+    if kind == "loss" and int(n_outputs) != solver.n_outputs(int(n_outputs)):
+        raise ValueError(f"loss {solver.name!r} does not give {n_outputs} outputs.")
+
+    n_samples, n_features = X.shape
+    p = n_features + int(bool(fit_intercept))
+    dim = p * int(n_outputs)  # d of the card: every released parameter
+
+    certified = nrs_gaussian_delta(epsilon, delta, dim)
+    if certified > delta:
+        raise ValueError(
+            f"Sample-and-aggregate's Gaussian noise (NRS07 gamma, beta) is not "
+            f"({epsilon:g}, {delta:g})-DP for d={dim}: its exact delta is "
+            f"{certified:.3g}. The calibration holds for small epsilon only; use a "
+            "smaller epsilon (<= 15 is certified for every d) or another algorithm."
+        )
+    m_min = minimum_n_subsets(epsilon, delta, dim)
+    if n_subsets is None:
+        m_sub = m_min
+    else:
+        if isinstance(n_subsets, bool) or not isinstance(n_subsets, Integral):
+            raise ValueError(f"n_subsets must be an integer, got {n_subsets!r}.")
+        m_sub = int(n_subsets)
+        if m_sub < m_min:
+            raise ValueError(
+                f"n_subsets={m_sub} is below the minimum {m_min} for epsilon="
+                f"{epsilon:g}, delta={delta:g}, d={dim} (Wang et al. 2020, Alg. 1: "
+                "ceil(s/beta) <= m and eps > 2d/sqrt(m))."
+            )
+    if m_sub > MAX_N_SUBSETS:
+        raise ValueError(
+            f"Sample-and-aggregate needs m_sub={m_sub} subsets at epsilon={epsilon:g}, "
+            f"delta={delta:g}, d={dim}; more than {MAX_N_SUBSETS} is refused (the "
+            "aggregation costs O(m_sub^2 d)). Use a larger epsilon, fewer parameters "
+            "or another algorithm."
+        )
+    if subset_size_min is None:
+        subset_size_min = _default_subset_size_min(dim)
+    n_min = minimum_samples(
+        epsilon, delta, dim, subset_size_min=subset_size_min, n_subsets=m_sub
+    )
+    if n_samples < n_min:
+        raise PrivacyBudgetError(
+            f"Sample-and-aggregate needs at least n_samples={n_min} at epsilon="
+            f"{epsilon:g}, delta={delta:g}, d={dim} ({m_sub} subsets of at least "
+            f"{subset_size_min} rows); got n_samples={n_samples}."
+        )
+
+    s_nrs = math.isqrt(m_sub)
+    k = n_samples // m_sub
+    t0 = _first_rank(m_sub, s_nrs)
+    assert 2 * t0 - s_nrs > m_sub  # the overlap the privacy proof needs (card §3.1)
+
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+    y = np.asarray(y)
+    subsets = draw_subsets(n_samples, m_sub, k, s_nrs, rng)
+    Z = _solve_subsets(
+        X,
+        y,
+        subsets,
+        kind,
+        solver,
+        fit_intercept=bool(fit_intercept),
+        n_outputs=int(n_outputs),
+        l2_penalty=float(l2_penalty),
+        radius=radius,
+        n_iter=int(subset_max_iter),
+    )
+    del subsets
+    Z = project_rows_l2_ball(Z, radius)  # non-finite -> 0, then into W
+
+    if math.isinf(epsilon):
+        g = centre_of_attention(Z, t0)
+        noisy = g
+    else:
+        gamma, beta = nrs_gaussian_parameters(epsilon, delta, dim)
+        g, S = _aggregate(Z, s_nrs, beta, 2.0 * radius)
+        # S <= 2 Lambda is finite: every z_i is finite and in W.
+        noisy = g + gaussian_noise(rng, S / gamma, size=dim)
+        del S
+    del Z
+    # Projecting the release onto W is post-processing; it never moves it away
+    # from any point of W (in particular the constrained optimum).
+    coef = project_rows_l2_ball(noisy[None, :], radius)[0]
+    if int(n_outputs) > 1:
+        coef = coef.reshape(p, int(n_outputs))
+    record = MechanismRecord(
+        name="sample-and-aggregate (smooth sensitivity, Gaussian)",
+        kind="approx_dp",
+        epsilon=epsilon,
+        delta=delta,
+    )
+    return SolverResult(coef=coef, n_iter=1, records=[record])

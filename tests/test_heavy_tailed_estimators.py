@@ -20,7 +20,7 @@ from skdpsco.privacy._params import _non_private_testing_mode
 ALGORITHMS = sorted(HeavyTailedDPRidge._parameter_constraints["algorithm"][0].options)
 # Algorithms whose released iterate is a fixed-step GD iterate (suffix average):
 # they reach the minimiser at a linear rate in the non-private limit.
-GD_ALGORITHMS = ["catoni_gd", "clipped_gd"]
+GD_ALGORITHMS = ["catoni_gd", "clipped_gd", "smooth_sensitivity_gd"]
 # Kamath et al.'s algorithms release the uniform average of w_1..w_T (Theorem 4.7),
 # which converges at rate 1/T.
 TRUNCATED_ALGORITHMS = ["axis_truncated_mean_gd", "truncated_mean_gd"]
@@ -37,7 +37,43 @@ SGD_ALGORITHMS = ["aclipped_sgd", "dp_sgd", "r_aclipped_sgd"]
 
 
 def test_every_algorithm_has_a_non_private_limit_test():
-    assert sorted(GD_ALGORITHMS + TRUNCATED_ALGORITHMS + SGD_ALGORITHMS) == ALGORITHMS
+    tested = GD_ALGORITHMS + TRUNCATED_ALGORITHMS + SGD_ALGORITHMS
+    assert sorted(tested + ["sample_aggregate"]) == ALGORITHMS
+
+
+@pytest.mark.parametrize("Est", [HeavyTailedDPRidge, HeavyTailedDPLogistic])
+def test_sample_aggregate_non_private_limit_matches_sklearn(Est):
+    # epsilon = inf needs a single subset: the release is that subset's ERM
+    # solution (a fixed number of accelerated projected gradient steps).
+    if Est is HeavyTailedDPRidge:
+        X, y = _regression()
+        ref = Ridge(alpha=2.0).fit(X, y)
+        params, tol = dict(alpha=2.0), 1e-8
+    else:
+        X, y = make_classification(
+            200,
+            3,
+            n_informative=3,
+            n_redundant=0,
+            n_classes=3,
+            n_clusters_per_class=1,
+            random_state=0,
+        )
+        X = StandardScaler().fit_transform(X)
+        ref = LogisticRegression(C=0.5, tol=1e-12, max_iter=10_000).fit(X, y)
+        params, tol = dict(C=0.5), 1e-3
+    with _non_private_testing_mode():
+        est = Est(epsilon=np.inf, algorithm="sample_aggregate", **params).fit(X, y)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=tol)
+    np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=tol)
+
+
+def test_sample_aggregate_refuses_small_data_naming_the_minimum():
+    from skdpsco.exceptions import PrivacyBudgetError
+
+    X, y = _regression(1000)
+    with pytest.raises(PrivacyBudgetError, match=r"at least n_samples=\d+"):
+        HeavyTailedDPRidge(algorithm="sample_aggregate").fit(X, y)
 
 
 @pytest.mark.parametrize("algorithm", GD_ALGORITHMS)
@@ -52,6 +88,7 @@ def test_ridge_non_private_limit_matches_sklearn(algorithm, fit_intercept):
             alpha=2.0,
             clip_norm=1e6,
             catoni_scale=1e6,
+            gradient_scale=1e6,
             max_iter=400,
             fit_intercept=fit_intercept,
             random_state=0,
@@ -82,6 +119,7 @@ def test_logistic_non_private_limit_matches_sklearn(algorithm, n_classes):
             C=0.5,
             clip_norm=1e6,
             catoni_scale=1e6,
+            gradient_scale=1e6,
             max_iter=3000,
             random_state=0,
         ).fit(X, y)
@@ -112,8 +150,12 @@ def test_truncated_mean_gd_converges_to_sklearn_in_the_limit(Est, algorithm):
     for T in (1000, 4000):
         with _non_private_testing_mode():
             est = Est(
-                epsilon=np.inf, algorithm=algorithm, sample_split="budget",
-                max_iter=T, random_state=0, **params,
+                epsilon=np.inf,
+                algorithm=algorithm,
+                sample_split="budget",
+                max_iter=T,
+                random_state=0,
+                **params,
             ).fit(X, y)
         assert est.n_iter_ == T
         errors.append(
@@ -313,7 +355,10 @@ def test_class_weight_non_private_limit_and_refusals(capsys):
     weights = {0: 3.0, 1: 0.5}
     with _non_private_testing_mode():
         est = HeavyTailedDPLogistic(
-            epsilon=np.inf, class_weight=weights, clip_norm=1e6, max_iter=3000,
+            epsilon=np.inf,
+            class_weight=weights,
+            clip_norm=1e6,
+            max_iter=3000,
             learning_rate=0.5,
         ).fit(X, y)
     ref = LogisticRegression(class_weight=weights, tol=1e-12, max_iter=10_000)

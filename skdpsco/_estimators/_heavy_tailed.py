@@ -18,9 +18,11 @@ from .._mean_estimation import (
     CatoniMeanOracle,
     ClippedMeanOracle,
     PerExampleClipBatchOracle,
+    SmoothSensitivityTrimmedMeanOracle,
     TruncatedMeanOracle,
 )
 from .._solvers import LinearDesign, noisy_gradient_descent, noisy_sgd
+from .._solvers._sample_aggregate import sample_and_aggregate
 from .._solvers._schedules import (
     axis_convex_schedule,
     axis_strongly_convex_schedule,
@@ -133,6 +135,31 @@ def _plan_catoni(est, loss, l2_penalty, n_samples, shape, rho):
     )
 
 
+def _plan_smooth_sensitivity(est, loss, l2_penalty, n_samples, shape, rho):
+    # [a, b] = [-s, s]: |E g_j| <= sqrt(E g_j^2) <= gradient_scale (card §3.3).
+    oracle = SmoothSensitivityTrimmedMeanOracle(
+        mean_bounds=(-est.gradient_scale, est.gradient_scale),
+        gradient_scale=est.gradient_scale,
+    )
+    return _Plan(
+        oracle,
+        10 if est.max_iter is None else est.max_iter,
+        _auto_step(est, loss, l2_penalty),
+        "last",
+        est.radius,
+    )
+
+
+@dataclass(frozen=True)
+class _SampleAggregatePlan:
+    radius: float
+
+
+def _plan_sample_aggregate(est, loss, l2_penalty, n_samples, shape, rho):
+    radius = _DEFAULT_TRUNCATED_RADIUS if est.radius is None else est.radius
+    return _SampleAggregatePlan(radius)
+
+
 #: Radius of the l2 ball the truncated-mean algorithms project onto when ``radius``
 #: is None: their step size and iteration count need a bounded feasible set
 #: (Kamath, Liu & Zhang 2021, Assumption 1.2). Public; contains the solution of
@@ -218,6 +245,12 @@ _ALGORITHMS = {
         AxisTruncatedMeanOracle.all_gaussian,
         False,
     ),
+    "smooth_sensitivity_gd": (
+        _plan_smooth_sensitivity,
+        SmoothSensitivityTrimmedMeanOracle.all_gaussian,
+        False,
+    ),
+    "sample_aggregate": (_plan_sample_aggregate, False, False),
     "dp_sgd": (_make_sgd_planner(PerExampleClipBatchOracle, "suffix", 1), False, True),
     "aclipped_sgd": (
         _make_sgd_planner(AveragedClipBatchOracle, "uniform", 1, _ACLIP_STEP_DIVISOR),
@@ -279,6 +312,19 @@ class _HeavyTailedBase(DPLinearModel):
             )
         rho = self._gaussian_budget(budget, all_gaussian)
         plan = build_plan(self, loss, l2_penalty, budget.n_samples, shape, rho)
+        if isinstance(plan, _SampleAggregatePlan):
+            return sample_and_aggregate(
+                X,
+                target,
+                loss,
+                epsilon=budget.epsilon,
+                delta=budget.delta,
+                radius=plan.radius,
+                fit_intercept=self.fit_intercept,
+                l2_penalty=l2_penalty,
+                n_outputs=n_outputs,
+                rng=rng,
+            )
         if isinstance(plan, _SGDPlan):
             return noisy_sgd(
                 design,
@@ -326,8 +372,8 @@ _SHARED_PARAMS_DOC = """
         algorithms need ``delta > 0``; keep it well below ``1 / n_samples`` (a
         :class:`~skdpsco.exceptions.PrivacyLeakWarning` is raised otherwise).
     algorithm : {"clipped_gd", "catoni_gd", "truncated_mean_gd", \
-"axis_truncated_mean_gd", "dp_sgd", "aclipped_sgd", "r_aclipped_sgd"}, \
-default="clipped_gd"
+"axis_truncated_mean_gd", "smooth_sensitivity_gd", "sample_aggregate", "dp_sgd", \
+"aclipped_sgd", "r_aclipped_sgd"}, default="clipped_gd"
         The private solver. The ``*_gd`` ones run full-batch gradient descent in
         which the mean of the per-sample gradients is replaced by a private,
         outlier-proof estimate (the SCOF framework, Kamath, Liu & Zhang 2021,
@@ -351,6 +397,20 @@ default="clipped_gd"
           (10 if None).
         - ``"axis_truncated_mean_gd"``: the same with coordinate-wise truncation,
           for moments bounded along the axes only (their Appendix B, k = 2).
+        - ``"smooth_sensitivity_gd"`` (experimental: it measures poorly, as the
+          paper's own experiments found): coordinate-wise trimmed means with
+          arsinh-normal noise scaled to a t-smooth upper bound on their local
+          sensitivity (Wang et al. 2020, Algorithms 2-3, with the exact smooth
+          bound: the paper's simplified bound is not smooth and would leak); the
+          target mean of each coordinate is assumed in
+          ``[-gradient_scale, gradient_scale]``. Last iterate.
+        - ``"sample_aggregate"``: solve the regularised problem non-privately on
+          many small random subsets, release the most central solution plus
+          Gaussian noise scaled to a smooth bound on its sensitivity (Wang et al.
+          2020, Algorithm 1, Nissim, Raskhodnikova & Smith 2007, with the corrected
+          smooth bound). Needs very large ``n`` (about 1e6 at epsilon = 1, d = 10)
+          and refuses smaller data with an error naming the minimum; solutions lie
+          in the ball of radius ``radius`` (10 if None).
         - ``"dp_sgd"``: per-example clipping to ``clip_norm`` (Abadi et al. 2016),
           the stochastic baseline practitioners know from Opacus.
         - ``"aclipped_sgd"``: AClipped-dpSGD (Jin et al. 2024, Algorithm 1): average
@@ -367,7 +427,8 @@ default="clipped_gd"
     max_iter : int or None, default=None
         Number of gradient steps, always run in full (stopping early on a private
         loss would leak); more steps mean more noise per step. ``None`` picks the
-        algorithm's default: 100 for ``"clipped_gd"``, 20 for ``"catoni_gd"``; for
+        algorithm's default: 100 for ``"clipped_gd"``, 20 for ``"catoni_gd"``, 10
+        for ``"smooth_sensitivity_gd"`` (unused by ``"sample_aggregate"``); for
         the truncated-mean algorithms the theorem's iteration count, capped at
         ``max_iter`` (1000 if None). For the ``*_sgd`` algorithms it is the number
         of epochs (30 if None), as in :class:`~sklearn.linear_model.SGDRegressor`.

@@ -9,6 +9,7 @@ gradient is ``u_i (outer) x~_i``.
 from ._batch import AveragedClipBatchOracle, PerExampleClipBatchOracle
 from ._catoni import CatoniMeanOracle
 from ._clipped import ClippedMeanOracle
+from ._trimmed_mean import SmoothSensitivityTrimmedMeanOracle
 from ._truncated_mean import AxisTruncatedMeanOracle, TruncatedMeanOracle
 
 __all__ = [
@@ -17,5 +18,6 @@ __all__ = [
     "CatoniMeanOracle",
     "ClippedMeanOracle",
     "PerExampleClipBatchOracle",
+    "SmoothSensitivityTrimmedMeanOracle",
     "TruncatedMeanOracle",
 ]

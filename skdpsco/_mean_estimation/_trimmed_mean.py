@@ -54,6 +54,9 @@ MAX_BLOCK_ENTRIES = 2**22
 _FLOOR_LOG = 30.0
 _FLOOR_ULPS = 2.0**20
 
+#: ``(b - a) / s_AN`` times this must be finite (``|sinh(Y)|`` stays far below).
+_NOISE_HEADROOM = 1e20
+
 #: Points per level of the exact branch-and-bound search over ``k``.
 _GRID = 32
 
@@ -90,7 +93,8 @@ def default_trim_count(n_samples, smoothness):
 def _sanitise(values):
     # A deterministic map of each entry alone (NaN -> 0, +-inf and beyond ->
     # +-VALUE_MAX), so replace-one neighbours stay replace-one neighbours.
-    values = np.nan_to_num(values, nan=0.0, posinf=VALUE_MAX, neginf=-VALUE_MAX)
+    # In place: callers pass an array they own.
+    np.nan_to_num(values, copy=False, nan=0.0, posinf=VALUE_MAX, neginf=-VALUE_MAX)
     return np.clip(values, -VALUE_MAX, VALUE_MAX, out=values)
 
 
@@ -364,7 +368,10 @@ class SmoothSensitivityTrimmedMeanOracle:
     (at most 32 MiB, or one column of ``n`` floats when ``n > 2**22``), filled
     through ``design.gradient_chunk_sum`` (one pass over the rows per block, each
     chunk of per-sample gradients bounded by the design), so ``ceil(p / q)`` passes
-    per call. Time: ``O(n log n)`` per coordinate for the sort, plus the smooth
+    per call; the block is sanitised, sorted and scaled in place, and the trimmed
+    sum and the smooth bound need at most one more block-sized temporary (peak
+    about 64 MiB plus one design chunk, whatever ``n`` and ``p``, for
+    ``n <= 2**22``). Time: ``O(n log n)`` per coordinate for the sort, plus the smooth
     bound (exact branch and bound, worst case ``O(m^2)``, typically a few hundred
     ``O(m)`` evaluations).
 
@@ -500,6 +507,13 @@ class SmoothSensitivityTrimmedMeanOracle:
             s_an = eps0 / 4.0
             if not (t > 0 and s_an > 0):
                 raise ValueError(f"rho = {rho!r} per call is too small to calibrate.")
+            if not math.isfinite((b - a) / s_an * _NOISE_HEADROOM):
+                # Public check: otherwise (S / s_AN) sinh(Y) could overflow for some
+                # data (S = b - a) and not for others.
+                raise ValueError(
+                    f"mean_bounds {(a, b)!r} are too wide for s_AN = {s_an:.3g}: the "
+                    "noise scale (b - a) / s_AN would overflow."
+                )
         if self.trim_count is None:
             m, capped = default_trim_count(n, t)
             if capped:

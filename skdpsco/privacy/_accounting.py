@@ -34,6 +34,7 @@ Every numerical inversion below rounds in the private direction: a calibrated no
 scale is never smaller, and a reported epsilon never smaller, than the exact value.
 """
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from numbers import Real
@@ -433,11 +434,18 @@ def rdp_poisson_subsampled_gaussian(sampling_rate, noise_multiplier, orders=None
         return np.zeros_like(orders)
     if q == 1:
         return rdp_gaussian(z, orders)
-    out = np.empty_like(orders)
-    for i, alpha in enumerate(orders):
+    return np.array(_rdp_subsampled_cached(q, z, tuple(orders.tolist())))
+
+
+@functools.lru_cache(maxsize=1024)
+def _rdp_subsampled_cached(q, z, orders):
+    # Pure function of public numbers; cached because every SGD fit composes the
+    # same (q, z) curve again when it reports what it spent.
+    out = []
+    for alpha in orders:
         a = math.ceil(alpha)
-        out[i] = _log_a_integer(q, z, a) / (a - 1)
-    return out
+        out.append(_log_a_integer(q, z, a) / (a - 1))
+    return tuple(out)
 
 
 def compose_rdp(rdps: Iterable[Sequence[float]]) -> np.ndarray:
@@ -596,6 +604,14 @@ def calibrate_poisson_noise_multiplier(epsilon, delta, stages):
         The upper end of a bisection on the composed epsilon (which decreases in
         ``z``), so it certifies the target.
     """
+    # A pure function of public numbers, so its value may be cached across fits.
+    return _calibrate_poisson_cached(
+        float(epsilon), float(delta), tuple((float(q), int(t)) for q, t in stages)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _calibrate_poisson_cached(epsilon, delta, stages):
     from ._ledger import MechanismRecord
 
     def eps_of(z):

@@ -230,3 +230,26 @@ def test_data_dependent_exception_is_flagged():
     )
     assert result.n_failed == (0, 400)
     assert result.epsilon_lb > 2 * CLAIMED_EPSILON, result.summary()
+
+
+def test_mechanism_level_audit_has_power(monkeypatch):
+    """The sample-and-aggregate release with its noise divided by 500 is caught; the
+    real one, on the same neighbouring solution sets, passes."""
+    from skdpsco._solvers import _sample_aggregate
+
+    from .mechanisms import audit_sample_aggregate_release, neighbouring_solution_sets
+
+    Z, Z_prime = neighbouring_solution_sets()
+    g = _sample_aggregate.nrs_release(Z, 10, np.inf, 1e-5, 1.0, None)
+    g_prime = _sample_aggregate.nrs_release(Z_prime, 10, np.inf, 1e-5, 1.0, None)
+    assert abs(g[0] - g_prime[0]) > 0.9  # the canary flips the centre of attention
+    honest = audit_sample_aggregate_release(n_runs=600, claimed_epsilon=1.0, delta=1e-5)
+    assert honest.epsilon_lb <= 1.0, honest.summary()
+    real_noise = _sample_aggregate.gaussian_noise
+    monkeypatch.setattr(
+        _sample_aggregate,
+        "gaussian_noise",
+        lambda rng, sigma, size=None: real_noise(rng, sigma / 500, size),
+    )
+    broken = audit_sample_aggregate_release(n_runs=600, claimed_epsilon=1.0, delta=1e-5)
+    assert broken.epsilon_lb > 2.0, broken.summary()

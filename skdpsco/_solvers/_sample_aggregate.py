@@ -795,7 +795,9 @@ def sample_and_aggregate(
                 "ceil(s/beta) <= m and eps > 2d/sqrt(m))."
             )
     if m_sub > MAX_N_SUBSETS:
-        raise ValueError(
+        # The minimum itself beyond the cap is a budget too small for the method;
+        # an explicit n_subsets beyond it is a bad parameter.
+        raise (PrivacyBudgetError if n_subsets is None else ValueError)(
             f"Sample-and-aggregate needs m_sub={m_sub} subsets at epsilon={epsilon:g}, "
             f"delta={delta:g}, d={dim}; more than {MAX_N_SUBSETS} is refused (the "
             "aggregation costs O(m_sub^2 d)). Use a larger epsilon, fewer parameters "

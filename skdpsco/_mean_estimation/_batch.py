@@ -23,7 +23,41 @@ def _check_clip(clip_norm):
     return float(clip_norm)
 
 
-class PerExampleClipBatchOracle:
+class _PoissonBatchOracle:
+    """Shared calibration and ledger of the Poisson-batch oracles."""
+
+    #: Ledger label of the batch statistic.
+    statistic_name = "batch statistic"
+
+    def __init__(self, clip_norm=1.0):
+        self.clip_norm = _check_clip(clip_norm)
+
+    def calibrate(self, n_samples, sampling_rate, noise_multiplier):
+        """Noise std ``z * sensitivity``; ``noise_multiplier = 0`` is noiseless."""
+        self.mechanism_ = GaussianMechanism(
+            self.sensitivity,
+            noise_multiplier * self.sensitivity,
+            name=f"{self.statistic_name} (Poisson)",
+        )
+        self.sampling_rate_ = float(sampling_rate)
+        self.expected_batch_ = float(sampling_rate) * n_samples
+        return self
+
+    def records(self, count):
+        """``count`` steps of the Poisson-subsampled Gaussian (add/remove RDP)."""
+        return [
+            MechanismRecord(
+                self.mechanism_.name,
+                "subsampled_gaussian",
+                count=count,
+                sensitivity=self.mechanism_.sensitivity,
+                scale=self.mechanism_.sigma,
+                sampling_rate=self.sampling_rate_,
+            )
+        ]
+
+
+class PerExampleClipBatchOracle(_PoissonBatchOracle):
     """DP-SGD's estimate: sum of per-example clipped gradients + noise, over ``q n``.
 
     Sensitivity (add/remove-one): adding or removing a record changes the clipped
@@ -43,24 +77,12 @@ class PerExampleClipBatchOracle:
        of the sampled Gaussian mechanism. arXiv:1908.10530.
     """
 
-    def __init__(self, clip_norm=1.0):
-        self.clip_norm = _check_clip(clip_norm)
+    statistic_name = "per-example clipped batch sum"
 
     @property
     def sensitivity(self):
         """Add/remove l2-sensitivity of the batch statistic (the clipped sum)."""
         return self.clip_norm
-
-    def calibrate(self, n_samples, sampling_rate, noise_multiplier):
-        """Noise std ``z C`` on the sum; ``noise_multiplier = 0`` is noiseless."""
-        self.mechanism_ = GaussianMechanism(
-            self.sensitivity,
-            noise_multiplier * self.sensitivity,
-            name="per-example clipped batch sum (Poisson)",
-        )
-        self.sampling_rate_ = float(sampling_rate)
-        self.expected_batch_ = float(sampling_rate) * n_samples
-        return self
 
     def estimate(self, batch, U, rng, sample_weight=None):
         """``(sum_{i in B} w_i clip(g_i) + noise) / (q n)`` (weights ``w_i <= 1``)."""
@@ -71,20 +93,8 @@ class PerExampleClipBatchOracle:
         total = batch.weighted_sum(coeffs)
         return self.mechanism_.release(total, rng) / self.expected_batch_
 
-    def records(self, count):
-        return [
-            MechanismRecord(
-                self.mechanism_.name,
-                "subsampled_gaussian",
-                count=count,
-                sensitivity=self.mechanism_.sensitivity,
-                scale=self.mechanism_.sigma,
-                sampling_rate=self.sampling_rate_,
-            )
-        ]
 
-
-class AveragedClipBatchOracle:
+class AveragedClipBatchOracle(_PoissonBatchOracle):
     """AClip's estimate: the batch mean gradient, clipped *once* to ``lambda``, + noise.
 
     Sensitivity: the clipped mean lies in the ``lambda``-ball whatever the batch,
@@ -106,21 +116,11 @@ class AveragedClipBatchOracle:
        averaged clipping. Machine Learning. arXiv:2206.13011. Algorithm 1.
     """
 
-    def __init__(self, clip_norm=1.0):
-        self.clip_norm = _check_clip(clip_norm)
+    statistic_name = "averaged-then-clipped batch mean"
 
     @property
     def sensitivity(self):
         return 2.0 * self.clip_norm
-
-    def calibrate(self, n_samples, sampling_rate, noise_multiplier):
-        self.mechanism_ = GaussianMechanism(
-            self.sensitivity,
-            noise_multiplier * self.sensitivity,
-            name="averaged-then-clipped batch mean (Poisson)",
-        )
-        self.sampling_rate_ = float(sampling_rate)
-        return self
 
     def estimate(self, batch, U, rng, sample_weight=None):
         """``clip_lambda(mean_{i in B} w_i g_i) + N(0, (2 lambda z)^2)``."""
@@ -140,15 +140,3 @@ class AveragedClipBatchOracle:
             if norm > self.clip_norm:
                 mean = (mean / top) * (self.clip_norm / (norm / top))
         return self.mechanism_.release(mean, rng)
-
-    def records(self, count):
-        return [
-            MechanismRecord(
-                self.mechanism_.name,
-                "subsampled_gaussian",
-                count=count,
-                sensitivity=self.mechanism_.sensitivity,
-                scale=self.mechanism_.sigma,
-                sampling_rate=self.sampling_rate_,
-            )
-        ]

@@ -518,21 +518,29 @@ def noise_multiplier_for_rdp(
         rdp = steps * rdp_poisson_subsampled_gaussian(sampling_rate, z, orders)
         return rdp_to_approx_dp(orders, rdp, delta, method)[0]
 
+    return _smallest_noise_multiplier(eps_of, epsilon)
+
+
+def _smallest_noise_multiplier(eps_of, epsilon, z_max=1e8, rtol=1e-10):
+    """Bisection for the smallest ``z`` with ``eps_of(z) <= epsilon``.
+
+    ``eps_of`` must be non-increasing in ``z``. Invariant: ``eps_of(hi) <= epsilon``,
+    so the returned upper end certifies the target.
+    """
     lo, hi = 0.0, 1.0
     while eps_of(hi) > epsilon:
         lo, hi = hi, hi * 2.0
-        if hi > 1e8:
+        if hi > z_max:
             raise ValueError(
-                "No noise multiplier below 1e8 reaches the target epsilon."
+                f"No noise multiplier below {z_max:g} reaches the target epsilon."
             )
-    # Invariant: eps_of(hi) <= epsilon, so hi certifies the target.
     for _ in range(100):
         mid = 0.5 * (lo + hi)
         if mid > 0 and eps_of(mid) <= epsilon:
             hi = mid
         else:
             lo = mid
-        if hi - lo <= 1e-10 * hi:
+        if hi - lo <= rtol * hi:
             break
     return hi
 
@@ -628,22 +636,7 @@ def _calibrate_poisson_cached(epsilon, delta, stages):
         ]
         return poisson_replace_one_epsilon(recs, delta)
 
-    lo, hi = 0.0, 1.0
-    while eps_of(hi) > epsilon:
-        lo, hi = hi, 2.0 * hi
-        if hi > 1e7:
-            raise ValueError(
-                "No noise multiplier below 1e7 reaches the target epsilon."
-            )
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        if mid > 0 and eps_of(mid) <= epsilon:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= 1e-9 * hi:
-            break
-    return hi
+    return _smallest_noise_multiplier(eps_of, epsilon, z_max=1e7, rtol=1e-9)
 
 
 __all__ += ["calibrate_poisson_noise_multiplier", "poisson_replace_one_epsilon"]

@@ -18,11 +18,12 @@ noise, ``sigma ~ tau sqrt(p) / (n sqrt(rho_mean))``). Work is in normalised unit
 
 import math
 from dataclasses import dataclass
-from numbers import Integral, Real
 
 from .._mean_estimation._truncated_mean import (
     MIN_TRUNCATION,
     BucketGrid,
+    _check_count,
+    _check_positive,
     default_gradient_bound,
     mean_stage_size,
 )
@@ -72,41 +73,26 @@ class TruncatedGDSchedule:
 # ------------------------------------------------------------------ validation
 
 
-def _positive(value, name, *, allow_inf=False):
-    if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value):
-        raise ValueError(f"{name} must be a real number > 0, got {value!r}.")
-    if not value > 0 or (math.isinf(value) and not allow_inf):
-        bound = "> 0" if allow_inf else "finite and > 0"
-        raise ValueError(f"{name} must be {bound}, got {value!r}.")
-    return float(value)
-
-
-def _count(value, name):
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
-    return int(value)
-
-
 def _common(
     n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
 ):
-    N = _count(n_samples, "n_samples")
-    rho = _positive(rho, "rho", allow_inf=True)
-    p = _count(dim, "dim")
-    s = _positive(gradient_scale, "gradient_scale")
+    N = _check_count(n_samples, "n_samples")
+    rho = _check_positive(rho, "rho", allow_inf=True)
+    p = _check_count(dim, "dim")
+    s = _check_positive(gradient_scale, "gradient_scale")
     R = (
         default_gradient_bound(s, p)
         if gradient_bound is None
-        else _positive(gradient_bound, "gradient_bound")
+        else _check_positive(gradient_bound, "gradient_bound")
     )
-    max_iter = _count(max_iter, "max_iter")
+    max_iter = _check_count(max_iter, "max_iter")
     n = mean_stage_size(N, sample_split)
     rho_mean = rho if sample_split == "data" else rho / 2.0
     return n, rho, rho_mean, p, s, R, max_iter
 
 
 def _moment(moment_order):
-    k = _positive(moment_order, "moment_order")
+    k = _check_positive(moment_order, "moment_order")
     if k < 2:
         raise ValueError(f"moment_order must be >= 2, got {moment_order!r}.")
     return k
@@ -121,8 +107,8 @@ def _clamp_iter(T, max_iter):
 
 
 def _strong_convexity(strong_convexity, smoothness):
-    a = _positive(strong_convexity, "strong_convexity")
-    b = _positive(smoothness, "smoothness")
+    a = _check_positive(strong_convexity, "strong_convexity")
+    b = _check_positive(smoothness, "smoothness")
     if a > b:
         raise ValueError(f"strong_convexity ({a!r}) cannot exceed smoothness ({b!r}).")
     return a, b
@@ -220,7 +206,7 @@ def convex_schedule(
         n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
     )
     k = _moment(moment_order)
-    M = _positive(diameter, "diameter")
+    M = _check_positive(diameter, "diameter")
     X = n * math.sqrt(rho_mean) / p
     L_R = max(1.0, math.log(R / s))
     T = _clamp_iter(X ** ((2.0 * k - 2.0) / k) / (4.0 * L_R), max_iter)
@@ -295,7 +281,7 @@ sample_split, max_iter
         n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
     )
     k = _moment(moment_order)
-    M = _positive(diameter, "diameter")
+    M = _check_positive(diameter, "diameter")
     a, b = _strong_convexity(strong_convexity, smoothness)
     T = _strongly_convex_iterations(n, rho_mean, p, k, s, a, b, M, max_iter)
     tau_formula = (n * math.sqrt(rho_mean / T) / p) ** (1.0 / k)
@@ -337,7 +323,7 @@ def axis_convex_schedule(
     n, rho, rho_mean, p, s, R, max_iter = _common(
         n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
     )
-    M = _positive(diameter, "diameter")
+    M = _check_positive(diameter, "diameter")
     R_tilde = R / s
     T = _clamp_iter(math.sqrt(rho_mean) * n * R_tilde**2 / p**1.5, max_iter)
     tau_formula = (n * n * rho_mean / p) ** 0.25
@@ -378,7 +364,7 @@ def axis_strongly_convex_schedule(
     n, rho, rho_mean, p, s, _, max_iter = _common(
         n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
     )
-    M = _positive(diameter, "diameter")
+    M = _check_positive(diameter, "diameter")
     a, b = _strong_convexity(strong_convexity, smoothness)
     T = _strongly_convex_iterations(n, rho_mean, p, 2.0, s, a, b, M, max_iter)
     tau_formula = (n * n * (rho_mean / T) / p) ** 0.25
@@ -420,16 +406,16 @@ def histogram_failure_bound(
     >>> round(histogram_failure_bound(2000, 2.162e-4, 50))
     398
     """
-    N = _count(n_samples, "n_samples")
-    rho_t = _positive(rho_per_iter, "rho_per_iter", allow_inf=True)
-    p = _count(dim, "dim")
-    s = _positive(gradient_scale, "gradient_scale")
+    N = _check_count(n_samples, "n_samples")
+    rho_t = _check_positive(rho_per_iter, "rho_per_iter", allow_inf=True)
+    p = _check_count(dim, "dim")
+    s = _check_positive(gradient_scale, "gradient_scale")
     R = (
         default_gradient_bound(s, p)
         if gradient_bound is None
-        else _positive(gradient_bound, "gradient_bound")
+        else _check_positive(gradient_bound, "gradient_bound")
     )
-    tau_re = _positive(bucket_halfwidth, "bucket_halfwidth")
+    tau_re = _check_positive(bucket_halfwidth, "bucket_halfwidth")
     n_y, rho_h = (N // 2, rho_t) if sample_split == "data" else (N, rho_t / 2.0)
     grid = BucketGrid.from_bound(R / s, tau_re)
     R_rounded = grid.half_count * grid.width

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._constraints import project_l2_ball
+
 __all__ = ["SolverResult", "noisy_gradient_descent", "project_l2_ball"]
 
 
@@ -23,16 +25,6 @@ class SolverResult:
     coef: np.ndarray
     n_iter: int
     records: list
-
-
-def project_l2_ball(W, radius):
-    """Euclidean projection onto ``{W : ||W||_F <= radius}`` (None: identity)."""
-    if radius is None:
-        return W
-    norm = np.linalg.norm(W)
-    if norm > radius:
-        W = W * (radius / norm)
-    return W
 
 
 def noisy_gradient_descent(

@@ -8,7 +8,7 @@ per-sample coefficients ``C``; oracles that transform every gradient entry
 (coordinate-wise robust means, histograms) get the per-sample gradients one row
 chunk at a time through :meth:`LinearDesign.gradient_chunk_sum`. None of these
 materialises an ``n x d`` array beyond one row chunk. Today the chunks are numpy /
-scipy.sparse row blocks; a dask-backed design would implement the same five methods
+scipy.sparse row blocks; a dask-backed design would implement the same methods
 (map over chunks, sum on the driver).
 """
 
@@ -48,13 +48,22 @@ class LinearDesign:
         self.n_samples, self.n_features = X.shape
         self.dim = self.n_features + int(self.fit_intercept)
         self._row_norms = None
+        self._row_l1_norms = None
 
     def subset(self, rows):
         """The design of the rows ``rows`` (a batch); copies only those rows."""
         return LinearDesign(self.X[rows], self.fit_intercept, self.chunk_rows)
 
     def _chunks(self):
-        step = max(1, min(self.chunk_rows, DEFAULT_CHUNK_ENTRIES // max(self.dim, 1)))
+        if sp.issparse(self.X):
+            # A sparse chunk's temporaries are as large as its non-zeros, not
+            # rows x dim: bounding the rows by DEFAULT_CHUNK_ENTRIES / dim would
+            # make d = 10^6 walk the rows two at a time.
+            step = self.chunk_rows
+        else:
+            step = max(
+                1, min(self.chunk_rows, DEFAULT_CHUNK_ENTRIES // max(self.dim, 1))
+            )
         for start in range(0, self.n_samples, step):
             yield slice(start, min(start + step, self.n_samples))
 
@@ -106,6 +115,61 @@ class LinearDesign:
                 out[rows] = norms
             self._row_norms = out
         return self._row_norms
+
+    def row_l1_norms(self):
+        """l1 norms ``||x~_i||_1`` (cached), computed with per-row scaling.
+
+        Sparse duplicates are summed first, as the matrix products sum them. Used
+        by the sparse-gradient oracles, whose l1 bound ``||u_i x~_i||_1 <= L sqrt(s)``
+        gives the Laplace sensitivity (Ghazi et al., Remark 2.1, Algorithm 1).
+        """
+        if getattr(self, "_row_l1_norms", None) is None:
+            out = np.empty(self.n_samples)
+            for rows in self._chunks():
+                block = self.X[rows]
+                if sp.issparse(block):
+                    block = sp.csr_matrix(block, copy=True)
+                    block.sum_duplicates()
+                    block = abs(block)
+                    scale = np.asarray(block.max(axis=1).todense()).ravel()
+                    safe = np.where(scale > 0, scale, 1.0)
+                    sums = np.asarray((sp.diags(1.0 / safe) @ block).sum(axis=1))
+                    sums = sums.ravel()
+                else:
+                    block = np.abs(block)
+                    scale = (
+                        np.max(block, axis=1)
+                        if block.shape[1]
+                        else np.zeros(block.shape[0])
+                    )
+                    safe = np.where(scale > 0, scale, 1.0)
+                    sums = (block / safe[:, None]).sum(axis=1)
+                with np.errstate(over="ignore"):
+                    norms = np.where(scale > 0, safe * sums, 0.0)
+                out[rows] = norms + float(self.fit_intercept)
+            self._row_l1_norms = out
+        return self._row_l1_norms
+
+    def predict_chunks(self, W):
+        """Yield ``(rows, X~[rows] @ W)`` for a ``(dim, k)`` matrix ``W``, row chunk
+        by row chunk, each block holding at most ``DEFAULT_CHUNK_ENTRIES`` entries.
+
+        For many public directions at once (e.g. the rows of a measurement matrix)
+        where the full ``n x k`` product would not fit. Same clipping of the
+        products as :meth:`predict`.
+        """
+        k = W.shape[1]
+        step = max(1, min(self.chunk_rows, DEFAULT_CHUNK_ENTRIES // max(k, 1)))
+        head = W[: self.n_features]
+        for start in range(0, self.n_samples, step):
+            rows = slice(start, min(start + step, self.n_samples))
+            with np.errstate(over="ignore", invalid="ignore"):
+                Z = self.X[rows] @ head
+                if self.fit_intercept:
+                    Z = Z + W[self.n_features]
+            Z = np.asarray(Z, dtype=float)
+            Z = np.nan_to_num(Z, nan=0.0, posinf=_Z_MAX, neginf=-_Z_MAX, copy=False)
+            yield rows, np.clip(Z, -_Z_MAX, _Z_MAX, out=Z)
 
     def weighted_sum(self, C):
         """``X~^T C``: shape (dim,) for C (n,), (dim, K) for C (n, K)."""

@@ -34,7 +34,8 @@ def noisy_gradient_descent(
     oracle,
     *,
     n_outputs,
-    rho,
+    rho=None,
+    epsilon=None,
     max_iter,
     learning_rate,
     l2_penalty=0.0,
@@ -55,10 +56,16 @@ def noisy_gradient_descent(
     oracle : mean oracle from :mod:`skdpsco._mean_estimation`
     n_outputs : int
         1 (vector parameters) or K (matrix parameters, multinomial).
-    rho : float
+    rho : float, optional
         Total zCDP budget of the data term. Each of the ``max_iter`` oracle calls
         gets ``rho / max_iter``; zCDP (and exact GDP) composition over the calls
         gives ``rho`` (Bun & Steinke 2016, Lemma 2.3).
+    epsilon : float, optional
+        Total pure-DP budget of the data term, instead of ``rho``, for pure-DP
+        oracles (Laplace noise; their ``calibrate`` takes ``epsilon=``). Each call
+        gets ``epsilon / max_iter`` (less a 1e-10 relative margin for the
+        floating-point round trip); basic composition of the ``max_iter`` calls
+        gives ``epsilon``-DP (Dwork & Roth 2014, Thm 3.16).
     max_iter : int
     learning_rate : float
     l2_penalty : float
@@ -85,7 +92,17 @@ def noisy_gradient_descent(
     SolverResult
     """
     shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
-    oracle.calibrate(design.n_samples, rho / max_iter, shape)
+    if (rho is None) == (epsilon is None):
+        raise ValueError("noisy_gradient_descent needs exactly one of rho, epsilon.")
+    if rho is not None:
+        oracle.calibrate(design.n_samples, rho / max_iter, shape)
+        budget, unit = rho, "zCDP budget"
+    else:
+        # The margin keeps max_iter * (sensitivity / scale) <= epsilon in floating
+        # point, so the accountant never reports more than was asked.
+        per_call = epsilon / max_iter * (1.0 - 1e-10)
+        oracle.calibrate(design.n_samples, None, shape, epsilon=per_call)
+        budget, unit = epsilon, "epsilon"
     penalised = np.ones(shape)
     if design.fit_intercept:
         penalised[design.n_features] = 0.0
@@ -106,7 +123,7 @@ def noisy_gradient_descent(
         if verbose > 1 or (verbose and (t + 1) % max(1, max_iter // 10) == 0):
             print(
                 f"[{type(oracle).__name__}] iteration {t + 1}/{max_iter}, "
-                f"zCDP budget spent {rho * (t + 1) / max_iter:.4g} of {rho:.4g}"
+                f"{unit} spent {budget * (t + 1) / max_iter:.4g} of {budget:.4g}"
             )
     coef = W_sum / (max_iter - start)
     return SolverResult(coef=coef, n_iter=max_iter, records=oracle.records(max_iter))

@@ -208,3 +208,155 @@ class LaplaceMechanism:
             scale=self.scale,
             epsilon=self.epsilon,
         )
+
+
+def generalized_gaussian_noise(rng, sigma, dim, q, size=None):
+    """Draw generalized Gaussian noise ``GG_{||.||_q}(0, sigma^2)`` in ``R^dim``.
+
+    The density is proportional to ``exp(-||z||_q^2 / (2 sigma^2))`` (Bassily,
+    Guzmán & Nandi 2021, Definition of the GG mechanism; Su, Zhao & Wang,
+    Definition 4). Exact sampler by polar decomposition: the direction
+    ``u = y / ||y||_q`` with ``y_j = +-Gamma(1/q, 1)^{1/q}`` i.i.d. is the cone
+    measure of the unit ``l_q`` sphere, and the radius is ``sigma * chi_dim``
+    (then ``E ||z||_q^2 = dim sigma^2``). For ``q = 2`` this is ``N(0, sigma^2 I)``.
+    Not the same as i.i.d. coordinates with density ``exp(-|t|^q)``. The Gamma
+    draws are made in log space (``G_a = G_{a+1} U^{1/a}``), so ``q`` up to ~40
+    (the ``2 ln d + 1`` of high dimensions) neither underflows nor overflows. The
+    privacy statement (sensitivity in the dual norm, Lemma 3) belongs to the caller.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    sigma : float
+        Scale, ``>= 0`` (``0`` gives zeros).
+    dim : int
+    q : float
+        Norm index, ``q >= 1``.
+    size : int, optional
+        Number of independent vectors; the result then has shape ``(size, dim)``.
+
+    Returns
+    -------
+    ndarray of shape (dim,) or (size, dim)
+
+    References
+    ----------
+    .. [1] Bassily, R., Guzmán, C. and Nandi, A. (2021). Non-Euclidean
+       differentially private stochastic convex optimization. COLT.
+    .. [2] Su, J., Zhao, Z. and Wang, D. Differentially private stochastic convex
+       optimization in (non)-Euclidean space revisited, Definition 4, Lemma 3.
+    """
+    _check_rng(rng)
+    if not (sigma >= 0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma must be finite and >= 0, got {sigma!r}.")
+    if not (q >= 1 and math.isfinite(q)):
+        raise ValueError(f"q must be finite and >= 1, got {q!r}.")
+    shape = (int(dim),) if size is None else (int(size), int(dim))
+    if sigma == 0 or dim == 0:
+        return np.zeros(shape)
+    a = 1.0 / q
+    log_g = np.log(rng.gamma(a + 1.0, 1.0, size=shape)) + np.log(
+        rng.random(size=shape)
+    ) / a
+    log_y = log_g / q
+    log_y -= log_y.max(axis=-1, keepdims=True)
+    y = np.exp(log_y) * rng.choice([-1.0, 1.0], size=shape)
+    norm = np.sum(np.abs(y) ** q, axis=-1, keepdims=True) ** (1.0 / q)
+    radius = sigma * np.sqrt(rng.chisquare(int(dim), size=shape[:-1] + (1,)))
+    return radius * y / norm
+
+
+__all__ += ["generalized_gaussian_noise"]
+
+
+def exponential_mechanism(rng, scores, epsilon, sensitivity):
+    """Index ``i`` drawn with probability proportional to ``exp(-eps s_i / (2 Delta))``.
+
+    The exponential mechanism of McSherry & Talwar (2007) for a *loss* ``score`` (lower
+    is better) over a finite, public candidate set: ``epsilon``-DP when every
+    candidate's score changes by at most ``sensitivity`` between neighbouring
+    datasets. Sampled exactly by the Gumbel-max trick: ``argmax_i (-epsilon score_i /
+    (2 sensitivity) + G_i)`` with ``G_i`` i.i.d. standard Gumbel has exactly that law,
+    without normalising (no overflow). ``epsilon = inf`` returns the first minimiser.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    scores : array-like of shape (n_candidates,)
+        Finite losses of the candidates.
+    epsilon : float
+        ``> 0``.
+    sensitivity : float
+        ``> 0``, the largest change of one candidate's score between neighbours.
+
+    Returns
+    -------
+    int
+
+    References
+    ----------
+    .. [1] McSherry, F. and Talwar, K. (2007). Mechanism design via differential
+       privacy. FOCS.
+    """
+    _check_rng(rng)
+    scores = np.asarray(scores, dtype=float)
+    if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
+        raise ValueError("scores must be a non-empty 1-d array of finite values.")
+    if not (sensitivity > 0 and math.isfinite(sensitivity)):
+        raise ValueError(f"sensitivity must be finite and > 0, got {sensitivity!r}.")
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
+    if math.isinf(epsilon):
+        return int(np.argmin(scores))
+    logits = -epsilon * scores / (2.0 * sensitivity)
+    return int(np.argmax(logits + rng.gumbel(size=scores.size)))
+
+
+__all__ += ["exponential_mechanism"]
+
+
+def truncated_negative_binomial(rng, eta, gamma):
+    """Draw ``K >= 1`` from the truncated negative binomial ``D_{eta, gamma}``.
+
+    The number of runs of a private selection (Papernot & Steinke 2022, Definition 1):
+    ``P[K = k]`` proportional to ``(1 - gamma)^k prod_{l<k} (l + eta) / (l + 1)`` for
+    ``k >= 1``. ``eta = 0`` is the logarithmic distribution (numpy's ``logseries``
+    with ``p = 1 - gamma``); ``eta > 0`` is a negative binomial (failures before
+    ``eta`` successes of probability ``gamma``) conditioned on ``K >= 1`` by rejection
+    (acceptance probability ``1 - gamma^eta``); ``eta = 1`` is the geometric
+    ``P[K = k] = gamma (1 - gamma)^(k - 1)`` of Liu & Talwar's (2019) random stopping.
+    ``K`` must stay hidden: the selection theorems rely on it.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    eta : float
+        Shape, ``>= 0``.
+    gamma : float
+        In ``(0, 1)``.
+
+    Returns
+    -------
+    int
+
+    References
+    ----------
+    .. [1] Papernot, N. and Steinke, T. (2022). Hyperparameter tuning with Renyi
+       differential privacy. ICLR. Definition 1.
+    """
+    _check_rng(rng)
+    if not (math.isfinite(eta) and eta >= 0):
+        raise ValueError(f"eta must be a finite real >= 0, got {eta!r}.")
+    if not (0 < gamma < 1):
+        raise ValueError(f"gamma must be in (0, 1), got {gamma!r}.")
+    if eta == 0:
+        return int(rng.logseries(1.0 - gamma))
+    if eta == 1:
+        return int(rng.geometric(gamma))
+    while True:
+        k = int(rng.negative_binomial(eta, gamma))
+        if k >= 1:
+            return k
+
+
+__all__ += ["truncated_negative_binomial"]

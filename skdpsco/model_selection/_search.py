@@ -1,0 +1,718 @@
+"""PrivateSearchCV: hyperparameter search with an end-to-end DP guarantee.
+
+One *run* of the search is the base mechanism ``Q``: draw a configuration uniformly
+at random from the grid, fit it with a fixed per-run zCDP budget on the training part
+of the data, and score it on the held-out validation part with a Gaussian mechanism
+of the same zCDP budget. The number of runs ``K`` is random (truncated negative
+binomial, or geometric), and only the best run by its *noisy* score is released.
+Papernot & Steinke (2022, Theorem 2) bound the whole; the per-run budget is the
+largest one whose bound is the asked ``(epsilon, delta)``
+(:mod:`skdpsco.privacy._selection`).
+"""
+
+import math
+import warnings
+from copy import deepcopy
+from numbers import Real
+
+import numpy as np
+from scipy import sparse
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.model_selection import ParameterGrid
+from sklearn.utils import get_tags
+from sklearn.utils.metaestimators import available_if
+
+from .._estimators._base import make_generator
+from ..exceptions import PrivacyBudgetError
+from ..privacy._accounting import gdp_to_approx_dp
+from ..privacy._ledger import MechanismRecord, PrivacySpent
+from ..privacy._mechanisms import GaussianMechanism, truncated_negative_binomial
+from ..privacy._params import (
+    PRIVACY_PARAMETER_CONSTRAINTS,
+    PositiveFinite,
+    check_privacy_params,
+)
+from ..privacy._selection import (
+    calibrate_selection_rho,
+    selection_epsilon,
+    tnb_gamma,
+    tnb_mean,
+)
+from ..utils._compat import (
+    HasMethods,
+    Interval,
+    StrOptions,
+    _fit_context,
+    check_is_fitted,
+)
+
+__all__ = ["PrivateSearchCV"]
+
+#: Scores with their range ``R`` per record (``None``: the public ``score_clip``).
+_SCORINGS = {
+    "accuracy": 1.0,
+    "neg_clipped_squared_error": None,
+    "neg_clipped_absolute_error": None,
+}
+
+#: Relative margin kept between the per-step target and the ask, so that the
+#: floating-point round trip ask -> rho inside an estimator never exceeds the target.
+_ASK_MARGIN = 1e-8
+
+
+def _rows(X, idx):
+    """Rows ``idx`` of X (numpy, scipy.sparse or pandas)."""
+    if hasattr(X, "iloc"):
+        return X.iloc[idx]
+    if sparse.issparse(X):
+        return X.tocsr()[idx]
+    return np.asarray(X)[idx]
+
+
+def _n_rows(X):
+    if hasattr(X, "shape") and len(X.shape) >= 1:
+        return int(X.shape[0])
+    return len(X)
+
+
+def _is_private_step(est):
+    params = est.get_params(deep=False)
+    return "epsilon" in params and "delta" in params
+
+
+def _private_steps(estimator, prefix=""):
+    """Parameter prefixes of the DP steps of ``estimator`` (a Pipeline or not).
+
+    A ``Pipeline`` step that learns from the data without a privacy budget (for
+    example scikit-learn's ``StandardScaler``) would release exact statistics of the
+    private training data through the model: it is refused. Stateless steps
+    (``requires_fit`` false, e.g. ``FunctionTransformer``, ``Normalizer``), ``None`` and
+    ``"passthrough"`` are allowed.
+    """
+    steps = getattr(estimator, "steps", None)
+    if steps is None:
+        if not hasattr(estimator, "get_params") or not _is_private_step(estimator):
+            raise TypeError(
+                f"PrivateSearchCV needs a differentially private estimator (with "
+                f"'epsilon' and 'delta' parameters, like every skdpsco estimator); "
+                f"got {type(estimator).__name__}."
+            )
+        return [prefix]
+    prefixes = []
+    for name, step in steps:
+        if step is None or isinstance(step, str):
+            continue
+        sub = f"{prefix}{name}__"
+        if getattr(step, "steps", None) is not None or _is_private_step(step):
+            prefixes += _private_steps(step, sub)
+        elif get_tags(step).requires_fit:
+            raise ValueError(
+                f"Pipeline step {name!r} ({type(step).__name__}) learns from the data "
+                "without a privacy budget: its fitted statistics (e.g. exact means and "
+                "variances) would leak through every model of the search. Use a DP "
+                "transformer (skdpsco.preprocessing.DPStandardScaler) or a stateless "
+                "one."
+            )
+    if not prefixes:
+        raise TypeError(
+            "PrivateSearchCV needs a Pipeline with at least one differentially "
+            "private step (with 'epsilon' and 'delta' parameters)."
+        )
+    return prefixes
+
+
+def _set_random_states(estimator, rng):
+    """Give every step with a ``random_state`` its own seed from the search's rng."""
+    params = estimator.get_params(deep=True)
+    seeds = {
+        key: int(rng.integers(0, 2**31 - 1))
+        for key in sorted(params)
+        if key == "random_state" or key.endswith("__random_state")
+    }
+    if seeds:
+        estimator.set_params(**seeds)
+    return estimator
+
+
+def _step(estimator, prefix):
+    """The step object that ``prefix`` (``"a__b__"`` or ``""``) designates."""
+    obj = estimator
+    for name in [p for p in prefix.split("__") if p]:
+        obj = dict(obj.steps)[name]
+    return obj
+
+
+def _within(rho, rho_step):
+    return rho is not None and rho <= rho_step * (1.0 + 1e-9)
+
+
+def _spent_rho(step):
+    spent = getattr(step, "privacy_spent_", None)
+    if not isinstance(spent, PrivacySpent):
+        return None
+    return spent.rho
+
+
+class PrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
+    """Differentially private hyperparameter search (random search, private selection).
+
+    A drop-in for :class:`~sklearn.model_selection.GridSearchCV` on private data:
+    the whole search (every fit, every score and the choice of the best) is
+    ``(epsilon, delta)``-DP under replace-one neighbouring datasets (``n`` public),
+    with ``epsilon`` and ``delta`` the search's own parameters.
+
+    **How.** The data are split once at random (public randomness, independent of the
+    data) into a training part and a validation part of ``round(validation_fraction *
+    n)`` records. One *run* draws a configuration uniformly at random from
+    ``param_grid``, fits it on the training part with a per-run zCDP budget ``rho``,
+    and scores it on the validation part with a Gaussian mechanism of the same ``rho``.
+    The search makes ``K`` runs, ``K`` drawn from a truncated negative binomial
+    distribution (``selection="truncated_negative_binomial"``, shape ``eta``) or a
+    geometric one (``selection="geometric"``, Liu & Talwar's random stopping) of mean
+    ``expected_runs``, and releases the best run (its configuration, model and noisy
+    score) only: ``K`` and the other runs stay hidden, which is what the guarantee
+    needs.
+
+    **Guarantee.** A replaced record lies either in the training part (then only the
+    fits see it) or in the validation part (then only the scores do), so one run is
+    ``rho``-zCDP, not ``2 rho``: parallel composition over the disjoint parts. The best
+    of ``K`` runs is then bounded by Papernot & Steinke (2022, Theorem 2) as an RDP
+    curve and converted to ``(epsilon, delta)``; ``rho`` is the largest per-run budget
+    for which this gives the asked ``epsilon`` (:mod:`skdpsco.privacy._selection`).
+
+    **The estimator's own budget is set by the search.** The ``epsilon`` and ``delta``
+    of the base estimator (of every DP step of a ``Pipeline``) are overridden: each DP
+    step gets ``rho / m`` of the run's budget (``m`` DP steps, composed sequentially on
+    the training part), asked as the ``(epsilon_step, delta)`` whose Gaussian zCDP
+    budget is ``rho / m``. A grid that varies ``epsilon`` or ``delta`` is refused. Every
+    configuration is first fitted once on synthetic public data of the training part's
+    shape (no private record is read) to check that it spends at most its share as
+    zCDP; a configuration that does not (a step whose mechanisms are not zCDP, or that
+    spends more than asked) is refused before the search touches the data, and every
+    real fit is checked again.
+
+    **Scores.** A DP score needs a bounded per-record contribution. Classifiers use
+    accuracy (each validation record contributes 0 or 1, so replacing one changes the
+    mean by at most ``1 / n_val``). Regressors use the clipped squared (or absolute)
+    error ``min(loss_i, score_clip)`` with the public bound ``score_clip``; its mean
+    moves by at most ``score_clip / n_val``, and the released score is its negation
+    (larger is better). The Gaussian noise has std ``sensitivity / sqrt(2 rho)``.
+
+    **Refit.** There is none: ``best_estimator_`` is the best run's own model, fitted
+    on the training part. Refitting on all the data would be one more fit, composed
+    with the search (more epsilon for the same noise), for ``1 / (1 -
+    validation_fraction)`` times more training records.
+
+    **Cost against plain GridSearchCV.** A 3x3 grid with 5 folds is 45 fits plus the
+    refit: 46 fits. At a final ``epsilon = 1, delta = 1e-5`` each Gaussian fit then
+    gets, by composition, a zCDP budget of ``0.0359 / 46 = 0.00078`` (0.0359 is what a
+    single fit gets at the same ``(epsilon, delta)``), i.e. noise ``6.8`` times that of
+    one fit; and its selection on non-private validation scores is not covered by any
+    guarantee at all. This search with ``expected_runs=9`` (one run per configuration
+    on average; logarithmic ``K``, ``eta=0``) gives every run ``rho = 0.0104``: noise
+    ``1.86`` times that of one fit, and ``13.3`` times more zCDP per fit than the
+    composed grid search, with the selection accounted for. Conversely, 46 fits at
+    this per-run budget would spend ``epsilon = 7.4`` by composition.
+    (``tests/test_private_search.py::test_cost_against_grid_search`` recomputes these
+    numbers.)
+
+    Parameters
+    ----------
+    estimator : estimator
+        A skdpsco estimator, or a ``Pipeline`` of skdpsco steps (and stateless
+        transformers); it must have ``epsilon`` and ``delta`` parameters, which the
+        search sets.
+    param_grid : dict or list of dict
+        The configurations, as for :class:`~sklearn.model_selection.GridSearchCV`;
+        each run draws one uniformly at random. It must be finite and must not vary
+        ``epsilon`` or ``delta``.
+    epsilon : float, default=1.0
+        Privacy loss bound of the whole search, ``> 0``.
+    delta : float, default=1e-5
+        Its failure probability, in ``(0, 1)`` (the Gaussian scores need
+        ``delta > 0``); keep it well below ``1 / n_samples``.
+    scoring : {"accuracy", "neg_clipped_squared_error", \
+"neg_clipped_absolute_error"} or None, default=None
+        The DP validation score. None: ``"accuracy"`` for classifiers,
+        ``"neg_clipped_squared_error"`` for regressors.
+    score_clip : float, default=4.0
+        Public bound on a regression record's loss in the score (ignored for
+        accuracy). A wrong value costs accuracy of the selection, never privacy;
+        about ``(2 * std(y))^2`` for the squared error of standardised targets.
+    validation_fraction : float, default=0.2
+        Fraction of the records held out for the scores, in ``(0, 1)``.
+    selection : {"truncated_negative_binomial", "geometric"}, \
+default="truncated_negative_binomial"
+        Distribution of the number of runs ``K``: Papernot & Steinke's truncated
+        negative binomial of shape ``eta``, or the geometric distribution of Liu &
+        Talwar's random stopping (the same family at ``eta = 1``).
+    expected_runs : float or None, default=None
+        ``E[K]``, ``> 1``. None: the number of configurations (at least 2). More runs
+        try more configurations but leave each a smaller budget (the cost grows like
+        ``log E[K]``).
+    eta : float, default=0.0
+        Shape of the truncated negative binomial, ``>= 0`` (ignored by
+        ``"geometric"``). ``0`` (the logarithmic distribution) leaves the largest
+        per-run budget for a given ``expected_runs`` among the supported shapes, but
+        has the heaviest tail (its 99th percentile is about 8 times the mean);
+        larger shapes concentrate ``K``.
+    random_state : int, RandomState instance, numpy.random.Generator or None, \
+default=None
+        Source of the split, of ``K``, of the configurations drawn, of the score
+        noise and of every fit's seed. None (for production) draws fresh entropy; an
+        int makes the search reproducible (tests only).
+
+    Attributes
+    ----------
+    best_params_ : dict
+        The released configuration.
+    best_index_ : int
+        Its index in ``ParameterGrid(param_grid)``.
+    best_score_ : float
+        Its noisy validation score (the only score released).
+    best_estimator_ : estimator
+        The best run's model, fitted on the training part. Its ``privacy_spent_`` is
+        replaced by the search's: being selected is part of its release.
+    cv_results_ : dict
+        Released quantities only: ``params``, ``mean_test_score`` (the noisy score),
+        ``rank_test_score`` and ``candidate_index`` of the released run. The number of
+        runs, the other runs and every non-private score are never stored: releasing
+        them would void the selection theorem.
+    privacy_spent_ : PrivacySpent
+        What the whole search spent (``accountant="rdp-selection"``), never more than
+        ``epsilon``; one ``"approx_dp"`` record, so that
+        :func:`~skdpsco.privacy.total_privacy_spent` composes it with other fits.
+    run_rho_ : float
+        zCDP budget of one run (of its fit, and separately of its score).
+    score_noise_std_ : float
+        Standard deviation of the Gaussian noise on each validation score.
+    n_candidates_ : int
+        Number of configurations in the grid.
+    selection_gamma_, selection_eta_, expected_runs_ : float
+        Parameters of the distribution of ``K`` (public).
+    n_train_, n_validation_ : int
+        Sizes of the two parts.
+    classes_ : ndarray
+        Class labels (classifiers): the base estimator's public ``classes`` if given,
+        else the labels present in ``y`` (released, like ``n``).
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    See Also
+    --------
+    sklearn.model_selection.GridSearchCV : the non-private search.
+    skdpsco.privacy.total_privacy_spent : totals over several fits.
+
+    References
+    ----------
+    .. [1] Liu, J. and Talwar, K. (2019). Private selection from private candidates.
+       STOC. arXiv:1811.07971. Random stopping (Algorithm 2).
+    .. [2] Papernot, N. and Steinke, T. (2022). Hyperparameter tuning with Renyi
+       differential privacy. ICLR. arXiv:2110.03620. Definition 1 (the truncated
+       negative binomial), Theorem 2 (the RDP bound used here), Corollary 3 (pure
+       DP: ``(2 + eta) epsilon``).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from skdpsco import HeavyTailedDPLogistic
+    >>> from skdpsco.model_selection import PrivateSearchCV
+    >>> X, y = make_classification(2000, 5, random_state=0)
+    >>> search = PrivateSearchCV(
+    ...     HeavyTailedDPLogistic(max_iter=20),
+    ...     {"C": [0.01, 1.0], "clip_norm": [0.5, 2.0]},
+    ...     epsilon=1.0,
+    ...     random_state=0,
+    ... ).fit(X, y)
+    >>> sorted(search.best_params_)
+    ['C', 'clip_norm']
+    >>> search.privacy_spent_.epsilon <= 1.0
+    True
+    >>> search.predict(X[:3]).shape
+    (3,)
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "get_params"])],
+        "param_grid": [dict, list],
+        "epsilon": PRIVACY_PARAMETER_CONSTRAINTS["epsilon"],
+        "delta": PRIVACY_PARAMETER_CONSTRAINTS["delta"],
+        "scoring": [None, StrOptions(set(_SCORINGS))],
+        "score_clip": [PositiveFinite()],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "selection": [StrOptions({"truncated_negative_binomial", "geometric"})],
+        "expected_runs": [None, Interval(Real, 1, None, closed="neither")],
+        "eta": [Interval(Real, 0, None, closed="left")],
+        "random_state": PRIVACY_PARAMETER_CONSTRAINTS["random_state"],
+    }
+
+    def __init__(
+        self,
+        estimator,
+        param_grid,
+        *,
+        epsilon=1.0,
+        delta=1e-5,
+        scoring=None,
+        score_clip=4.0,
+        validation_fraction=0.2,
+        selection="truncated_negative_binomial",
+        expected_runs=None,
+        eta=0.0,
+        random_state=None,
+    ):
+        self.estimator = estimator
+        self.param_grid = param_grid
+        self.epsilon = epsilon
+        self.delta = delta
+        self.scoring = scoring
+        self.score_clip = score_clip
+        self.validation_fraction = validation_fraction
+        self.selection = selection
+        self.expected_runs = expected_runs
+        self.eta = eta
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        sub = get_tags(self.estimator)
+        tags.estimator_type = sub.estimator_type
+        tags.classifier_tags = deepcopy(sub.classifier_tags)
+        tags.regressor_tags = deepcopy(sub.regressor_tags)
+        tags.input_tags.sparse = sub.input_tags.sparse
+        return tags
+
+    # ------------------------------------------------------------------ checks
+
+    def _candidates(self):
+        grid = list(ParameterGrid(self.param_grid))
+        if not grid:
+            raise ValueError("param_grid has no configuration.")
+        for params in grid:
+            for key in params:
+                if key.split("__")[-1] in ("epsilon", "delta"):
+                    raise ValueError(
+                        f"param_grid varies {key!r}: the search sets every DP step's "
+                        "epsilon and delta from its own budget (see the docstring); "
+                        "search over the other parameters only."
+                    )
+        return grid
+
+    def _score_spec(self):
+        classifier = is_classifier(self.estimator)
+        scoring = self.scoring
+        if scoring is None:
+            scoring = "accuracy" if classifier else "neg_clipped_squared_error"
+        if (scoring == "accuracy") != classifier:
+            kind = "classifiers" if scoring == "accuracy" else "regressors"
+            raise ValueError(
+                f"scoring={scoring!r} is for {kind}; {type(self.estimator).__name__} "
+                f"is {'a classifier' if classifier else 'not a classifier'}."
+            )
+        score_range = _SCORINGS[scoring]
+        return scoring, (self.score_clip if score_range is None else score_range)
+
+    def _asks(self, rho_step, delta, *, pure):
+        """``(epsilon, delta)`` ask whose zCDP cost is ``rho_step``.
+
+        Gaussian steps turn ``(epsilon, delta)`` into the zCDP budget of the exact
+        Gaussian composition (``rho = mu^2 / 2``, ``mu`` the GDP of the ask), so the
+        ask is ``gdp_to_approx_dp(sqrt(2 rho_step), delta)``. A pure ``epsilon``-DP
+        step costs ``epsilon^2 / 2`` zCDP (Bun & Steinke 2016, Prop 1.4), so its ask is
+        ``sqrt(2 rho_step)``.
+        """
+        if math.isinf(rho_step):
+            return math.inf, delta
+        if pure:
+            return math.sqrt(2.0 * rho_step), delta
+        return gdp_to_approx_dp(math.sqrt(2.0 * rho_step), delta), delta
+
+    def _probe_data(self, X, n_train, classes, rng):
+        """Synthetic public data of the training part's shape (no private value)."""
+        d = X.shape[1]
+        if sparse.issparse(X):
+            cols = np.arange(n_train) % d
+            Z = sparse.csr_matrix(
+                (np.ones(n_train), (np.arange(n_train), cols)), shape=(n_train, d)
+            )
+        else:
+            Z = rng.standard_normal((n_train, d))
+            if hasattr(X, "columns"):
+                import pandas as pd
+
+                Z = pd.DataFrame(Z, columns=X.columns)
+        if classes is not None:
+            y = classes[np.arange(n_train) % classes.size]
+        else:
+            y = rng.standard_normal(n_train)
+        return Z, y
+
+    def _configure(self, params, asks, classes_param):
+        est = clone(self.estimator)
+        settings = dict(params)
+        for prefix, (eps, dlt) in asks.items():
+            settings[f"{prefix}epsilon"] = eps
+            settings[f"{prefix}delta"] = dlt
+        if classes_param is not None:
+            settings[classes_param[0]] = classes_param[1]
+        return est.set_params(**settings)
+
+    def _probe(self, params, ask, classes_param, Z, yz, rng):
+        est = _set_random_states(self._configure(params, ask, classes_param), rng)
+        with warnings.catch_warnings():
+            # Accuracy warnings on synthetic data are irrelevant: only the ledger of
+            # the probe is read.
+            warnings.simplefilter("ignore", UserWarning)
+            return est.fit(Z, yz)
+
+    def _check_run(self, est, prefixes, rho_step, where):
+        """zCDP spent by the DP steps of a fitted run; refuses more than asked."""
+        total = 0.0
+        for prefix in prefixes:
+            step = _step(est, prefix)
+            rho = _spent_rho(step)
+            if not _within(rho, rho_step):
+                got = "no zCDP bound" if rho is None else f"rho={rho:.6g}"
+                raise PrivacyBudgetError(
+                    f"PrivateSearchCV: step {prefix.rstrip('_') or 'estimator'} "
+                    f"({type(step).__name__}) {where} spent {got} for a per-run share "
+                    f"of rho={rho_step:.6g}. The selection theorem needs every run to "
+                    "be zCDP within its share (Gaussian or Laplace mechanisms); "
+                    "nothing is released."
+                )
+            total += rho
+        return total
+
+    # ------------------------------------------------------------------- fit
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y):
+        """Run the private search.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Private training data (no bound assumed or read).
+        y : array-like of shape (n_samples,)
+            Private targets.
+
+        Returns
+        -------
+        self : object
+        """
+        n = _n_rows(X)
+        y = np.asarray(y)
+        if y.shape[0] != n:
+            raise ValueError(f"X has {n} rows but y has {y.shape[0]}.")
+        prefixes = _private_steps(self.estimator)
+        grid = self._candidates()
+        scoring, score_range = self._score_spec()
+        budget = check_privacy_params(self, n, requires_delta=True, min_samples=4)
+        n_val = max(1, int(round(self.validation_fraction * n)))
+        n_train = n - n_val
+        if n_train < 2:
+            raise PrivacyBudgetError(
+                f"PrivateSearchCV: validation_fraction={self.validation_fraction} "
+                f"leaves {n_train} training records out of n={n}."
+            )
+
+        eta = 1.0 if self.selection == "geometric" else float(self.eta)
+        mean = (
+            float(self.expected_runs)
+            if self.expected_runs is not None
+            else float(max(2, len(grid)))
+        )
+        gamma = tnb_gamma(eta, mean)
+        rho_run = calibrate_selection_rho(budget.epsilon, budget.delta, eta, gamma)
+        sensitivity = score_range / n_val  # one validation record moves the mean so
+        if math.isinf(rho_run):
+            score_mech = GaussianMechanism(sensitivity, 0.0, name="validation score")
+        elif rho_run > 0:
+            score_mech = GaussianMechanism.from_zcdp(
+                sensitivity, rho_run, name="validation score"
+            )
+        if rho_run == 0 or score_mech.sigma > score_range / 2.0:
+            eps_run = gdp_to_approx_dp(math.sqrt(2.0 * rho_run), budget.delta)
+            raise PrivacyBudgetError(
+                f"PrivateSearchCV: epsilon={budget.epsilon:g} is too small for "
+                f"{mean:g} expected runs with {n_val} validation records: each run "
+                f"would get rho={rho_run:.3g} (epsilon={eps_run:.3g} at "
+                f"delta={budget.delta:g}) and its {scoring} score noise of std "
+                f"{sensitivity / math.sqrt(2.0 * rho_run) if rho_run else math.inf:.3g}"
+                f", more than half the score's range {score_range:g}: the search "
+                "would pick at random. Use fewer expected_runs, a larger epsilon or "
+                "more validation records."
+            )
+
+        classes, classes_param = None, None
+        if is_classifier(self.estimator):
+            final = prefixes[-1]
+            given = self.estimator.get_params().get(f"{final}classes")
+            # The label set is public metadata: the estimator's own `classes` if given,
+            # else read from y and released, like n (design.md §4.1).
+            classes = np.unique(np.asarray(given if given is not None else y))
+            if f"{final}classes" in self.estimator.get_params():
+                classes_param = (f"{final}classes", classes)
+
+        rng = make_generator(self.random_state)
+        # Every configuration is first fitted on synthetic public data, so that one
+        # that cannot run within the per-run share is refused before any private fit.
+        rho_step = rho_run / len(prefixes) * (1.0 - _ASK_MARGIN)
+        probe_rng = np.random.default_rng(rng.integers(0, 2**63 - 1))
+        Z, yz = self._probe_data(X, n_train, classes, probe_rng)
+        asks, rho_fit = [], 0.0
+        for params in grid:
+            ask = {p: self._asks(rho_step, budget.delta, pure=False) for p in prefixes}
+            est = self._probe(params, ask, classes_param, Z, yz, rng)
+            over = [
+                p for p in prefixes if not _within(_spent_rho(_step(est, p)), rho_step)
+            ]
+            if over:  # pure epsilon-DP steps (Laplace) cost epsilon^2 / 2 zCDP
+                ask.update(
+                    {p: self._asks(rho_step, budget.delta, pure=True) for p in over}
+                )
+                est = self._probe(params, ask, classes_param, Z, yz, rng)
+            rho_fit = max(
+                rho_fit, self._check_run(est, prefixes, rho_step, f"of {params}")
+            )
+            asks.append(ask)
+
+        perm = rng.permutation(n)
+        val_idx, train_idx = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+        X_train, y_train = _rows(X, train_idx), y[train_idx]
+        X_val, y_val = _rows(X, val_idx), y[val_idx]
+
+        n_runs = truncated_negative_binomial(rng, eta, gamma)
+        best = None
+        for _ in range(n_runs):
+            index = int(rng.integers(len(grid)))
+            est = self._configure(grid[index], asks[index], classes_param)
+            est = _set_random_states(est, rng).fit(X_train, y_train)
+            rho_fit = max(
+                rho_fit, self._check_run(est, prefixes, rho_step, "in the search")
+            )
+            raw = self._raw_score(est, X_val, y_val, scoring, score_range)
+            noisy = float(score_mech.release(raw, rng))
+            score = noisy if scoring == "accuracy" else -noisy
+            if best is None or score > best[0]:
+                best = (score, index, est)
+
+        # The run is max(fit, score)-zCDP: a replaced record is in one part only.
+        rho_q = max(rho_fit, score_mech.rho)
+        spent_eps = selection_epsilon(rho_q, budget.delta, eta, gamma)
+        if spent_eps > budget.epsilon:
+            raise PrivacyBudgetError(
+                f"PrivateSearchCV: the runs spend epsilon={spent_eps:.6g} > "
+                f"epsilon={budget.epsilon:.6g}; nothing is released. This is a bug; "
+                "please report it."
+            )
+        how = "geometric" if eta == 1 else f"truncated negative binomial eta={eta:g}"
+        record = MechanismRecord(
+            f"private selection, best of K runs ({how}, E[K]="
+            f"{tnb_mean(eta, gamma):.4g}) of a rho={rho_q:.6g}-zCDP run; "
+            "Papernot & Steinke 2022, Thm 2",
+            "approx_dp",
+            epsilon=spent_eps,
+            delta=budget.delta,
+        )
+        spent = PrivacySpent(
+            epsilon=spent_eps,
+            delta=budget.delta,
+            rho=None,
+            accountant="rdp-selection",
+            mechanisms=(record,),
+        )
+
+        score, index, est = best
+        est.privacy_spent_ = spent
+        self.best_estimator_ = est
+        self.best_index_ = index
+        self.best_params_ = dict(grid[index])
+        self.best_score_ = score
+        self.cv_results_ = {
+            "params": [dict(grid[index])],
+            "mean_test_score": np.array([score]),
+            "rank_test_score": np.array([1], dtype=np.int32),
+            "candidate_index": np.array([index]),
+        }
+        self.privacy_spent_ = spent
+        self.run_rho_ = rho_run
+        self.score_noise_std_ = score_mech.sigma
+        self.n_candidates_ = len(grid)
+        self.selection_eta_ = eta
+        self.selection_gamma_ = gamma
+        self.expected_runs_ = tnb_mean(eta, gamma)
+        self.n_train_, self.n_validation_ = n_train, n_val
+        self.scorer_ = scoring
+        if classes is not None:
+            self.classes_ = classes
+        if hasattr(est, "n_features_in_"):
+            self.n_features_in_ = est.n_features_in_
+        if hasattr(est, "feature_names_in_"):
+            self.feature_names_in_ = est.feature_names_in_
+        # Not part of the release (the guarantee needs K hidden): kept for tests.
+        self._n_runs = n_runs
+        return self
+
+    @staticmethod
+    def _raw_score(est, X_val, y_val, scoring, clip):
+        """Non-private validation score; only its noisy version leaves ``fit``."""
+        pred = np.asarray(est.predict(X_val))
+        if scoring == "accuracy":
+            # Each record contributes 0 or 1: the mean has sensitivity 1 / n_val.
+            return float(np.mean(pred == y_val))
+        resid = np.asarray(y_val, dtype=float) - pred.astype(float)
+        loss = resid**2 if scoring == "neg_clipped_squared_error" else np.abs(resid)
+        # Each record contributes min(loss_i, score_clip) in [0, score_clip] (a NaN or
+        # infinite prediction counts as the bound): sensitivity score_clip / n_val.
+        return float(np.mean(np.where(np.isfinite(loss), np.minimum(loss, clip), clip)))
+
+    # ---------------------------------------------------------- delegation
+
+    def _has(name):
+        def check(self):
+            if hasattr(self, "best_estimator_"):
+                return hasattr(self.best_estimator_, name)
+            return hasattr(self.estimator, name)
+
+        return check
+
+    @available_if(_has("predict"))
+    def predict(self, X):
+        """Predict with the released model (post-processing)."""
+        check_is_fitted(self)
+        return self.best_estimator_.predict(X)
+
+    @available_if(_has("predict_proba"))
+    def predict_proba(self, X):
+        """Class probabilities of the released model (post-processing)."""
+        check_is_fitted(self)
+        return self.best_estimator_.predict_proba(X)
+
+    @available_if(_has("predict_log_proba"))
+    def predict_log_proba(self, X):
+        """Log class probabilities of the released model (post-processing)."""
+        check_is_fitted(self)
+        return self.best_estimator_.predict_log_proba(X)
+
+    @available_if(_has("decision_function"))
+    def decision_function(self, X):
+        """Decision function of the released model (post-processing)."""
+        check_is_fitted(self)
+        return self.best_estimator_.decision_function(X)
+
+    @available_if(_has("transform"))
+    def transform(self, X):
+        """Transform with the released model (post-processing)."""
+        check_is_fitted(self)
+        return self.best_estimator_.transform(X)
+
+    @available_if(_has("score"))
+    def score(self, X, y):
+        """The released model's ``score`` on ``(X, y)``.
+
+        Not private: scoring on private data releases that score exactly. Use it on
+        public (test) data.
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.score(X, y)

@@ -1,0 +1,315 @@
+"""Private selection with a random number of repetitions: its privacy accounting.
+
+A base mechanism ``Q`` (one run of a hyperparameter search: pick a configuration at
+random, fit it privately, score it privately) is run ``K`` times, ``K`` drawn from a
+distribution that does not depend on the data, and only the best run's output (by its
+private score) is released; ``K`` and the other runs stay hidden. The privacy of the
+whole is a small multiple of one run's, not ``K`` times it.
+
+The distribution of ``K`` is the truncated negative binomial ``D_{eta, gamma}`` of
+Papernot & Steinke (2022, Definition 1), for ``k = 1, 2, ...``::
+
+    P[K = k] = (1 - gamma)^k / (gamma^(-eta) - 1) * prod_{l=0}^{k-1} (l + eta) / (l + 1)
+                                                                          (eta > 0)
+    P[K = k] = (1 - gamma)^k / (k log(1 / gamma))                         (eta = 0)
+
+with mean ``E[K] = eta (1 - gamma) / (gamma (1 - gamma^eta))`` (``eta > 0``) and
+``(1 / gamma - 1) / log(1 / gamma)`` (``eta = 0``). ``eta = 1`` is the geometric
+distribution ``P[K = k] = gamma (1 - gamma)^(k - 1)``: Liu & Talwar's (2019) random
+stopping, where after every run a ``gamma``-biased coin decides whether to stop.
+
+Accounting (the theorems used, exactly as stated):
+
+* Papernot & Steinke (2022), **Theorem 2**: if ``Q`` is ``(lambda, eps)``-RDP and
+  ``(lambda_hat, eps_hat)``-RDP with ``lambda > 1``, ``lambda_hat >= 1``, then ``A``
+  (best of ``K ~ D_{eta, gamma}`` runs) is ``(lambda, eps')``-RDP with::
+
+      eps' = eps + (1 + eta) (1 - 1 / lambda_hat) eps_hat
+                 + (1 + eta) log(1 / gamma) / lambda_hat + log(E[K]) / (lambda - 1).
+
+  :func:`rdp_repeat_and_select` applies it to an RDP curve given on a grid of orders
+  (``lambda_hat`` ranging over the grid); :func:`zcdp_repeat_and_select_rdp` applies it
+  to a ``rho``-zCDP run (``eps = lambda rho`` at every order), minimising over every
+  real ``lambda_hat >= 1`` in closed form.
+* Papernot & Steinke (2022), **Corollary 3** (pure DP): if ``Q`` is ``eps``-DP then
+  ``A`` is ``(2 + eta) eps``-DP; with ``eta = 1`` this is Liu & Talwar's (2019)
+  ``3 eps`` for geometric random stopping (:func:`pure_dp_repeat_and_select`).
+
+Only ``eta >= 0`` is supported: Definition 1 also allows ``eta in (-1, 0)``, but the
+two reference implementations we cross-check with (Google's ``dp_accounting``,
+``RepeatAndSelectDpEvent``; OpenDP's ``make_select_private_candidate``) both restrict
+the shape to ``eta >= 0``, and we take the conservative reading (design.md §4.3).
+
+References
+----------
+.. [1] Liu, J. and Talwar, K. (2019). Private selection from private candidates.
+   STOC. arXiv:1811.07971. Random stopping (their Algorithm 2): ``3 eps``.
+.. [2] Papernot, N. and Steinke, T. (2022). Hyperparameter tuning with Renyi
+   differential privacy. ICLR. arXiv:2110.03620v2. Definition 1, Theorem 2,
+   Corollary 3.
+"""
+
+import math
+
+import numpy as np
+
+from ._accounting import DEFAULT_RDP_ORDERS, rdp_to_approx_dp
+
+__all__ = [
+    "SELECTION_ORDERS",
+    "calibrate_selection_rho",
+    "pure_dp_repeat_and_select",
+    "rdp_repeat_and_select",
+    "selection_epsilon",
+    "tnb_gamma",
+    "tnb_mean",
+    "tnb_pmf",
+    "zcdp_repeat_and_select_rdp",
+]
+
+#: Renyi orders for the final conversion to ``(epsilon, delta)``: the library's
+#: integer orders plus orders close to 1 (large budgets) and up to 1e6 (the selection
+#: term ``log(E[K]) / (lambda - 1)`` favours large orders at small budgets).
+SELECTION_ORDERS = tuple(
+    np.unique(
+        np.concatenate(
+            [
+                1.0 + np.geomspace(1e-3, 0.95, 40),
+                np.asarray(DEFAULT_RDP_ORDERS, dtype=float),
+                np.geomspace(1100.0, 1e6, 40),
+            ]
+        )
+    ).tolist()
+)
+
+
+def _check_eta_gamma(eta, gamma):
+    if not (math.isfinite(eta) and eta >= 0):
+        raise ValueError(f"eta must be a finite real >= 0, got {eta!r}.")
+    if not (0 < gamma < 1):
+        raise ValueError(f"gamma must be in (0, 1), got {gamma!r}.")
+
+
+def tnb_mean(eta, gamma):
+    """Mean ``E[K]`` of the truncated negative binomial ``D_{eta, gamma}``.
+
+    Papernot & Steinke (2022), Definition 1: ``eta (1 - gamma) / (gamma (1 -
+    gamma^eta))`` for ``eta > 0`` (``1 / gamma`` at ``eta = 1``), and the logarithmic
+    distribution's ``(1 / gamma - 1) / log(1 / gamma)`` for ``eta = 0``.
+    """
+    _check_eta_gamma(eta, gamma)
+    if eta == 0:
+        return (1.0 / gamma - 1.0) / -math.log(gamma)
+    if eta == 1:
+        return 1.0 / gamma
+    # 1 - gamma^eta = -expm1(eta log gamma), without cancellation for small eta.
+    return eta * (1.0 - gamma) / (gamma * -math.expm1(eta * math.log(gamma)))
+
+
+def tnb_gamma(eta, mean):
+    """The ``gamma`` of ``D_{eta, gamma}`` whose mean is ``mean`` (``> 1``).
+
+    The mean decreases in ``gamma`` (from ``inf`` at 0 to 1 at 1); bisection on
+    ``log gamma``. The accountant and the sampler both use the returned ``gamma``, and
+    the accountant uses ``tnb_mean(eta, gamma)`` (not ``mean``), so the rounding of the
+    bisection never makes the stated guarantee wrong.
+    """
+    if not (math.isfinite(mean) and mean > 1):
+        raise ValueError(f"the expected number of runs must be > 1, got {mean!r}.")
+    if not (math.isfinite(eta) and eta >= 0):
+        raise ValueError(f"eta must be a finite real >= 0, got {eta!r}.")
+    if eta == 1:
+        return 1.0 / mean
+    lo, hi = -1.0, 0.0  # log gamma; mean(exp(hi)) = 1 < mean
+    while tnb_mean(eta, math.exp(lo)) < mean:
+        lo *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if tnb_mean(eta, math.exp(mid)) < mean:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-15 * abs(lo):
+            break
+    return math.exp(lo)
+
+
+def tnb_pmf(k, eta, gamma):
+    """``P[K = k]`` under ``D_{eta, gamma}`` (Papernot & Steinke 2022, Def. 1).
+
+    Parameters
+    ----------
+    k : int or array-like of int
+        Values ``>= 1`` (0 elsewhere).
+    eta, gamma : float
+
+    Returns
+    -------
+    ndarray of float
+    """
+    _check_eta_gamma(eta, gamma)
+    from scipy import special
+
+    k = np.asarray(k, dtype=float)
+    valid = k >= 1
+    kk = np.where(valid, k, 1.0)
+    log_q = math.log1p(-gamma)
+    if eta == 0:
+        log_p = kk * log_q - np.log(kk) - math.log(-math.log(gamma))
+    else:
+        # prod_{l<k} (l + eta)/(l + 1) = Gamma(k + eta) / (Gamma(eta) Gamma(k + 1)),
+        # and gamma^(-eta) - 1 = expm1(eta log(1/gamma)).
+        log_p = (
+            kk * log_q
+            + special.gammaln(kk + eta)
+            - special.gammaln(eta)
+            - special.gammaln(kk + 1.0)
+            - math.log(math.expm1(eta * -math.log(gamma)))
+        )
+    return np.where(valid, np.exp(log_p), 0.0)
+
+
+def rdp_repeat_and_select(orders, rdp, eta, gamma, *, kl=None):
+    """RDP of the best of ``K ~ D_{eta, gamma}`` runs, from one run's RDP curve.
+
+    Papernot & Steinke (2022), Theorem 2, at every order ``lambda`` of ``orders``, with
+    ``lambda_hat`` minimised over ``orders`` (and over ``lambda_hat = 1`` when the
+    run's KL divergence bound ``kl`` is given)::
+
+        eps'(lambda) = rdp(lambda) + log(E[K]) / (lambda - 1)
+                       + (1 + eta) min_{lambda_hat} [(1 - 1/lambda_hat) rdp(lambda_hat)
+                                                      + log(1 / gamma) / lambda_hat].
+
+    Parameters
+    ----------
+    orders : sequence of float
+        Renyi orders ``> 1``.
+    rdp : sequence of float
+        One run's RDP at those orders.
+    eta : float
+        Shape ``>= 0`` (``1``: geometric; ``0``: logarithmic).
+    gamma : float
+        In ``(0, 1)``.
+    kl : float, optional
+        One run's RDP at order 1 (KL divergence); adds ``lambda_hat = 1``.
+
+    Returns
+    -------
+    ndarray
+        RDP of the selection at ``orders``.
+    """
+    _check_eta_gamma(eta, gamma)
+    orders = np.asarray(orders, dtype=float)
+    rdp = np.asarray(rdp, dtype=float)
+    if orders.shape != rdp.shape or orders.ndim != 1 or np.any(~(orders > 1)):
+        raise ValueError("orders (all > 1) and rdp must be 1-d of the same length.")
+    log_inv_gamma = -math.log(gamma)
+    inner = (1.0 - 1.0 / orders) * rdp + log_inv_gamma / orders
+    best_inner = float(np.min(inner))
+    if kl is not None:
+        best_inner = min(best_inner, log_inv_gamma)  # (1 - 1/1) * kl = 0
+    log_mean = math.log(tnb_mean(eta, gamma))
+    return rdp + (1.0 + eta) * best_inner + log_mean / (orders - 1.0)
+
+
+def zcdp_repeat_and_select_rdp(rho, eta, gamma, orders=None):
+    """RDP of the best of ``K ~ D_{eta, gamma}`` runs of a ``rho``-zCDP mechanism.
+
+    Theorem 2 of Papernot & Steinke (2022) with ``eps = lambda rho`` and
+    ``eps_hat = lambda_hat rho`` (a ``rho``-zCDP mechanism is ``(a, a rho)``-RDP at
+    every order ``a >= 1``; Bun & Steinke 2016, Def. 1.1). The minimum over real
+    ``lambda_hat >= 1`` of ``(lambda_hat - 1) rho + log(1/gamma) / lambda_hat`` is
+    ``2 sqrt(rho log(1/gamma)) - rho`` at ``lambda_hat = sqrt(log(1/gamma) / rho)``
+    when that is ``>= 1``, else ``log(1/gamma)`` at ``lambda_hat = 1``.
+
+    Parameters
+    ----------
+    rho : float
+        zCDP of one run, ``>= 0``.
+    eta, gamma : float
+    orders : sequence of float, optional
+        Defaults to :data:`SELECTION_ORDERS`.
+
+    Returns
+    -------
+    orders, rdp : ndarray
+    """
+    _check_eta_gamma(eta, gamma)
+    if not rho >= 0:
+        raise ValueError(f"rho must be >= 0, got {rho!r}.")
+    orders = np.asarray(SELECTION_ORDERS if orders is None else orders, dtype=float)
+    log_inv_gamma = -math.log(gamma)
+    if math.isinf(rho):
+        return orders, np.full_like(orders, np.inf)
+    if rho > 0 and math.sqrt(log_inv_gamma / rho) >= 1.0:
+        inner = 2.0 * math.sqrt(rho * log_inv_gamma) - rho
+    else:
+        inner = log_inv_gamma
+    log_mean = math.log(tnb_mean(eta, gamma))
+    return orders, orders * rho + (1.0 + eta) * inner + log_mean / (orders - 1.0)
+
+
+def pure_dp_repeat_and_select(epsilon, eta):
+    """Pure DP of the best of ``K ~ D_{eta, gamma}`` runs of an ``epsilon``-DP run.
+
+    Papernot & Steinke (2022), Corollary 3: ``(2 + eta) epsilon``-DP, for every
+    ``gamma``; ``eta = 1`` (geometric) is Liu & Talwar's (2019) ``3 epsilon``.
+    """
+    if not (math.isfinite(eta) and eta >= 0):
+        raise ValueError(f"eta must be a finite real >= 0, got {eta!r}.")
+    if not epsilon >= 0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}.")
+    return (2.0 + eta) * epsilon
+
+
+def selection_epsilon(rho, delta, eta, gamma, orders=None):
+    """``(epsilon, delta)`` of the best of ``K ~ D_{eta, gamma}`` ``rho``-zCDP runs.
+
+    :func:`zcdp_repeat_and_select_rdp` (Papernot & Steinke 2022, Theorem 2), then the
+    RDP-to-DP conversion of :func:`skdpsco.privacy.rdp_to_approx_dp` (the minimum of
+    Mironov's and Balle et al.'s, optimised over the orders).
+
+    Returns
+    -------
+    epsilon : float
+    """
+    if math.isinf(rho):
+        return math.inf
+    orders, rdp = zcdp_repeat_and_select_rdp(rho, eta, gamma, orders)
+    return rdp_to_approx_dp(orders, rdp, delta)[0]
+
+
+def calibrate_selection_rho(epsilon, delta, eta, gamma, orders=None):
+    """Largest per-run zCDP ``rho`` whose selection is ``(epsilon, delta)``-DP.
+
+    Bisection on ``log rho`` (:func:`selection_epsilon` increases with ``rho``); the
+    lower end of the bracket is returned, so it certifies the target. ``epsilon = inf``
+    (the hidden non-private testing mode) returns ``inf``.
+
+    Returns
+    -------
+    rho : float
+        ``0.0`` when even a vanishing per-run budget cannot reach ``epsilon``.
+    """
+    if math.isinf(epsilon):
+        return math.inf
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
+
+    def eps_of(log_rho):
+        return selection_epsilon(math.exp(log_rho), delta, eta, gamma, orders)
+
+    lo, hi = math.log(epsilon) - 30.0, math.log(epsilon) + 5.0
+    if eps_of(lo) > epsilon:
+        return 0.0
+    while eps_of(hi) <= epsilon:
+        lo, hi = hi, hi + 5.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if eps_of(mid) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12:
+            break
+    return math.exp(lo)

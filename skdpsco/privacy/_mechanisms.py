@@ -360,3 +360,50 @@ def truncated_negative_binomial(rng, eta, gamma):
 
 
 __all__ += ["truncated_negative_binomial"]
+
+
+def truncated_negative_binomial(rng, eta, gamma):
+    """Draw ``K >= 1`` from the truncated negative binomial ``D_{eta, gamma}``.
+
+    The number of runs of a private selection (Papernot & Steinke 2022, Definition 1):
+    ``P[K = k]`` proportional to ``(1 - gamma)^k prod_{l<k} (l + eta) / (l + 1)`` for
+    ``k >= 1``. ``eta = 0`` is the logarithmic distribution (numpy's ``logseries``
+    with ``p = 1 - gamma``); ``eta > 0`` is a negative binomial (failures before
+    ``eta`` successes of probability ``gamma``) conditioned on ``K >= 1`` by rejection
+    (acceptance probability ``1 - gamma^eta``); ``eta = 1`` is the geometric
+    ``P[K = k] = gamma (1 - gamma)^(k - 1)`` of Liu & Talwar's (2019) random stopping.
+    ``K`` must stay hidden: the selection theorems rely on it.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    eta : float
+        Shape, ``>= 0``.
+    gamma : float
+        In ``(0, 1)``.
+
+    Returns
+    -------
+    int
+
+    References
+    ----------
+    .. [1] Papernot, N. and Steinke, T. (2022). Hyperparameter tuning with Renyi
+       differential privacy. ICLR. Definition 1.
+    """
+    _check_rng(rng)
+    if not (math.isfinite(eta) and eta >= 0):
+        raise ValueError(f"eta must be a finite real >= 0, got {eta!r}.")
+    if not (0 < gamma < 1):
+        raise ValueError(f"gamma must be in (0, 1), got {gamma!r}.")
+    if eta == 0:
+        return int(rng.logseries(1.0 - gamma))
+    if eta == 1:
+        return int(rng.geometric(gamma))
+    while True:
+        k = int(rng.negative_binomial(eta, gamma))
+        if k >= 1:
+            return k
+
+
+__all__ += ["truncated_negative_binomial"]

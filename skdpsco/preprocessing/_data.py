@@ -277,8 +277,11 @@ default=None
             if budget.is_private
             else math.inf
         )
-        rho_mean = rho * MEAN_BUDGET_FRACTION if self.with_std else rho
-        rho_second = rho - rho_mean
+        if self.with_std:
+            rho_mean = rho * MEAN_BUDGET_FRACTION
+            rho_second = rho * (1.0 - MEAN_BUDGET_FRACTION)  # rho = inf stays inf
+        else:
+            rho_mean, rho_second = rho, 0.0
         if self.method == "clipped":
             mean, var, records = self._fit_clipped(
                 X, lower, upper, rho_mean, rho_second, rng

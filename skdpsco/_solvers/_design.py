@@ -24,6 +24,10 @@ DEFAULT_CHUNK_ROWS = 65536
 #: 2**21 doubles = 16 MiB, whatever n.
 DEFAULT_CHUNK_ENTRIES = 2**21
 
+#: Non-zeros (on average) per row chunk of a scipy.sparse design in the row-norm
+#: aggregates: 2**18 entries, about 3 MiB per chunk copy.
+_SPARSE_CHUNK_NNZ = 2**18
+
 #: Linear predictions are clipped to this magnitude so that an overflowing row never
 #: turns into NaN downstream (inf - inf in a softmax).
 _Z_MAX = 1e300
@@ -58,8 +62,10 @@ class LinearDesign:
         if sp.issparse(self.X):
             # A sparse chunk's temporaries are as large as its non-zeros, not
             # rows x dim: bounding the rows by DEFAULT_CHUNK_ENTRIES / dim would
-            # make d = 10^6 walk the rows two at a time.
-            step = self.chunk_rows
+            # make d = 10^6 walk the rows two at a time. Bound the non-zeros of a
+            # chunk instead (on average), so the copies stay a few MiB.
+            per_row = max(1, self.X.nnz // max(self.n_samples, 1))
+            step = max(1, min(self.chunk_rows, _SPARSE_CHUNK_NNZ // per_row))
         else:
             step = max(
                 1, min(self.chunk_rows, DEFAULT_CHUNK_ENTRIES // max(self.dim, 1))

@@ -28,14 +28,24 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["enforce_row_bounds", "row_l1_l2_norms"]
+__all__ = ["ROW_BOUND_SLACK", "enforce_row_bounds", "row_l1_l2_norms"]
 
 _METHODS = ("clip_l1", "truncate")
 
-_MARGIN = 1e-14
+#: Rows within this relative slack of a bound are kept unchanged (so that a row
+#: at the bound up to rounding, e.g. a one-hot row divided by sqrt(#fields), is not
+#: copied); rows beyond it are scaled to ``(1 - 1e-14)`` times the bound. Callers
+#: must compute their sensitivities with the bounds times ``1 + ROW_BOUND_SLACK``.
+ROW_BOUND_SLACK = 1e-12
 
-#: Dense rows per chunk: bounds the temporaries of the dense code path.
-_DENSE_CHUNK_ENTRIES = 2**22
+_SHRINK = 1.0 - 1e-14
+
+#: Stored entries per chunk: bounds every temporary of the sparse code path to a
+#: few MiB, whatever nnz (peak memory stays a small multiple of X).
+_CHUNK_ENTRIES = 2**19
+
+#: Entries per chunk of the dense code path.
+_DENSE_CHUNK_ENTRIES = 2**20
 
 
 def _canonical(X):
@@ -46,37 +56,59 @@ def _canonical(X):
     return X
 
 
-def _segment_reduce(values, indptr, ufunc):
-    """``ufunc.reduceat`` over CSR row segments, 0 for empty rows."""
-    n = indptr.size - 1
-    out = np.zeros(n)
-    lengths = np.diff(indptr)
-    nonempty = lengths > 0
+def _major_chunks(indptr):
+    """Slices of major indices (rows of CSR, columns of CSC), ~_CHUNK_ENTRIES each."""
+    n_major = indptr.size - 1
+    nnz = int(indptr[-1])
+    if n_major == 0:
+        return
+    n_chunks = max(1, -(-nnz // _CHUNK_ENTRIES))
+    cuts = np.searchsorted(indptr, np.linspace(0, nnz, n_chunks + 1)[1:-1], "right")
+    bounds = np.unique(np.concatenate([[0], cuts, [n_major]]))
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        yield slice(int(lo), int(hi))
+
+
+def _segment_reduce(ufunc, values, indptr):
+    """``ufunc`` over each CSR row segment, 0 for empty rows."""
+    out = np.zeros(indptr.size - 1)
+    nonempty = np.diff(indptr) > 0
     if values.size:
         out[nonempty] = ufunc.reduceat(values, indptr[:-1][nonempty])
     return out
 
 
 def _sparse_row_stats(X):
-    """Row max ``m``, and ``||x/m||_2``, ``||x/m||_1`` for CSR or CSC ``X``.
-
-    Returns ``(m, r2, r1, row_of_entry)``: ``row_of_entry`` maps every stored entry
-    to its row (CSC: ``indices``; CSR: repeated row numbers).
-    """
+    """Row max ``m`` and ``||x / m||_2``, ``||x / m||_1`` of a CSR or CSC ``X``."""
     n = X.shape[0]
-    absdata = np.abs(X.data)
+    m = np.zeros(n)
+    r2 = np.zeros(n)
+    r1 = np.zeros(n)
     if X.format == "csr":
-        row_of_entry = np.repeat(np.arange(n), np.diff(X.indptr))
-        m = _segment_reduce(absdata, X.indptr, np.maximum)
-    else:  # csc: indices are row numbers
-        row_of_entry = X.indices
-        m = np.zeros(n)
-        np.maximum.at(m, row_of_entry, absdata)
+        for rows in _major_chunks(X.indptr):
+            lo, hi = X.indptr[rows.start], X.indptr[rows.stop]
+            ptr = X.indptr[rows.start : rows.stop + 1] - lo
+            a = np.abs(X.data[lo:hi])
+            mm = _segment_reduce(np.maximum, a, ptr)
+            safe = np.where(mm > 0, mm, 1.0)
+            a /= np.repeat(safe, np.diff(ptr))
+            m[rows] = mm
+            r1[rows] = _segment_reduce(np.add, a, ptr)
+            a *= a
+            r2[rows] = _segment_reduce(np.add, a, ptr)
+        return m, np.sqrt(r2), r1
+    chunks = list(_major_chunks(X.indptr))
+    for cols in chunks:  # csc: indices are row numbers
+        lo, hi = X.indptr[cols.start], X.indptr[cols.stop]
+        np.maximum.at(m, X.indices[lo:hi], np.abs(X.data[lo:hi]))
     safe = np.where(m > 0, m, 1.0)
-    unit = absdata / safe[row_of_entry]
-    r2 = np.sqrt(np.bincount(row_of_entry, weights=unit * unit, minlength=n))
-    r1 = np.bincount(row_of_entry, weights=unit, minlength=n)
-    return m, r2, r1, row_of_entry
+    for cols in chunks:
+        lo, hi = X.indptr[cols.start], X.indptr[cols.stop]
+        rows = X.indices[lo:hi]
+        a = np.abs(X.data[lo:hi]) / safe[rows]
+        r1 += np.bincount(rows, weights=a, minlength=n)
+        r2 += np.bincount(rows, weights=a * a, minlength=n)
+    return m, np.sqrt(r2), r1
 
 
 def _dense_row_stats(X):
@@ -91,27 +123,38 @@ def _dense_row_stats(X):
 def _unit_factor(m, r2, r1, row_norm_bound, l1_bound):
     """Factor ``f`` with ``x_new = (x / m) f``, or ``NaN`` where the row is kept.
 
-    A row is kept when ``m r2 <= C_x`` and ``m r1 <= l1_bound`` (products may
-    overflow to inf, which correctly counts as a violation). Otherwise the scaled
-    row ``(x / m) min(C_x / r2, l1_bound / r1)`` has norms exactly at the bounds.
+    A row is kept when ``m r2 <= C_x (1 + slack)`` and ``m r1 <= l1_bound (1 +
+    slack)`` (products may overflow to inf, which correctly counts as a
+    violation). Otherwise the scaled row ``(x / m) min(C_x / r2, l1_bound / r1)``
+    has norms at the bounds (shrunk by 1e-14 against rounding).
     """
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        keep = (m * r2 <= row_norm_bound) & (m * r1 <= l1_bound)
+        slack = 1.0 + ROW_BOUND_SLACK
+        keep = (m * r2 <= row_norm_bound * slack) & (m * r1 <= l1_bound * slack)
         factor = np.minimum(
             row_norm_bound / np.where(r2 > 0, r2, 1.0),
             l1_bound / np.where(r1 > 0, r1, 1.0),
         )
-    # The 1e-14 relative margin absorbs the rounding of the rescaling, so that the
-    # released rows satisfy the bounds the sensitivities use, not only up to an ulp.
-    return np.where(keep | (m == 0), np.nan, factor * (1.0 - _MARGIN))
+    return np.where(keep | (m == 0), np.nan, factor * _SHRINK)
 
 
-def _scale_sparse(X, m, factor, row_of_entry):
+def _scale_sparse(X, m, factor):
     """New CSR/CSC with the rows of ``X`` rescaled (structure arrays shared)."""
     data = X.data.copy()
-    fe = factor[row_of_entry]
-    changed = ~np.isnan(fe)
-    data[changed] = (X.data[changed] / m[row_of_entry][changed]) * fe[changed]
+    for major in _major_chunks(X.indptr):
+        lo, hi = X.indptr[major.start], X.indptr[major.stop]
+        if X.format == "csr":
+            rows = np.repeat(
+                np.arange(major.start, major.stop),
+                np.diff(X.indptr[major.start : major.stop + 1]),
+            )
+        else:
+            rows = X.indices[lo:hi]
+        fe = factor[rows]
+        changed = ~np.isnan(fe)
+        if changed.any():
+            chunk = data[lo:hi]
+            chunk[changed] = (chunk[changed] / m[rows[changed]]) * fe[changed]
     cls = sp.csr_matrix if X.format == "csr" else sp.csc_matrix
     out = cls((data, X.indices, X.indptr), shape=X.shape, copy=False)
     out.has_sorted_indices = X.has_sorted_indices
@@ -123,14 +166,20 @@ def _truncate_csr(X, s):
     counts = np.diff(X.indptr)
     if counts.size == 0 or counts.max(initial=0) <= s:
         return X
-    n = X.shape[0]
-    row_of_entry = np.repeat(np.arange(n), counts)
-    # Order entries by (row, -|value|, column); the rank within the row decides.
-    order = np.lexsort((X.indices, -np.abs(X.data), row_of_entry))
-    rank = np.empty(order.size, dtype=np.int64)
-    rank[order] = np.arange(order.size) - X.indptr[row_of_entry[order]]
-    keep = (rank < s) & (X.data != 0)
-    new_counts = np.bincount(row_of_entry[keep], minlength=n)
+    keep = np.ones(X.data.size, dtype=bool)
+    for rows in _major_chunks(X.indptr):
+        if counts[rows].max(initial=0) <= s:
+            continue
+        lo, hi = X.indptr[rows.start], X.indptr[rows.stop]
+        ptr = X.indptr[rows.start : rows.stop + 1] - lo
+        row_of = np.repeat(np.arange(rows.stop - rows.start), np.diff(ptr))
+        # Order entries by (row, -|value|, column); the rank within the row decides.
+        order = np.lexsort((X.indices[lo:hi], -np.abs(X.data[lo:hi]), row_of))
+        rank = np.empty(order.size, dtype=np.int64)
+        rank[order] = np.arange(order.size) - ptr[row_of[order]]
+        keep[lo:hi] = (rank < s) & (X.data[lo:hi] != 0)
+    row_of_all = np.repeat(np.arange(X.shape[0]), counts)
+    new_counts = np.bincount(row_of_all[keep], minlength=X.shape[0])
     indptr = np.concatenate([[0], np.cumsum(new_counts)]).astype(X.indptr.dtype)
     out = sp.csr_matrix(
         (X.data[keep], X.indices[keep], indptr), shape=X.shape, copy=False
@@ -171,9 +220,11 @@ def enforce_row_bounds(X, *, sparsity, row_norm_bound, method="clip_l1"):
     -------
     ndarray or scipy.sparse matrix of the same shape (CSR for ``"truncate"`` on
     sparse input, else the input's format)
-        Every row has ``||x||_2 <= C_x`` and ``||x||_1 <= C_x sqrt(s)``
-        (``"clip_l1"``), or ``nnz(x) <= s`` and ``||x||_2 <= C_x`` (``"truncate"``),
-        up to float rounding. It may be ``X`` itself when no row needs a change.
+        Every row has ``||x||_2 <= C_x'`` and ``||x||_1 <= C_x' sqrt(s)``
+        (``"clip_l1"``), or ``nnz(x) <= s`` and ``||x||_2 <= C_x'``
+        (``"truncate"``), with ``C_x' = C_x (1 + ROW_BOUND_SLACK)``. It is ``X``
+        itself when no row needs a change (no copy); otherwise only the values
+        array is new (the index arrays are shared with ``X``).
 
     References
     ----------
@@ -198,14 +249,16 @@ def enforce_row_bounds(X, *, sparsity, row_norm_bound, method="clip_l1"):
         l1_bound = row_norm_bound * math.sqrt(max(s, 1))
 
     if sp.issparse(X):
+        if X.format not in ("csr", "csc"):
+            X = X.tocsr()
         X = _canonical(X)
         if method == "truncate":
             X = _truncate_csr(_canonical(X.tocsr()), s)
-        m, r2, r1, row_of_entry = _sparse_row_stats(X)
+        m, r2, r1 = _sparse_row_stats(X)
         factor = _unit_factor(m, r2, r1, row_norm_bound, l1_bound)
         if np.all(np.isnan(factor)):
             return X
-        return _scale_sparse(X, m, factor, row_of_entry)
+        return _scale_sparse(X, m, factor)
 
     X = np.asarray(X, dtype=float)
     if method == "truncate":
@@ -226,10 +279,8 @@ def row_l1_l2_norms(X):
     For tests and diagnostics on *public* or already-enforced data.
     """
     if sp.issparse(X):
-        X = _canonical(X)
-        if X.format not in ("csr", "csc"):
-            X = X.tocsr()
-        m, r2, r1, _ = _sparse_row_stats(X)
+        X = X.tocsr() if X.format not in ("csr", "csc") else X
+        m, r2, r1 = _sparse_row_stats(_canonical(X))
     else:
         m, r2, r1 = _dense_row_stats(np.asarray(X, dtype=float))
     with np.errstate(over="ignore"):

@@ -14,13 +14,21 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._losses import get_loss
-from .._solvers import LinearDesign
+from .._mean_estimation._sparse_mean import (
+    L1RecoveryMeanOracle,
+    ProjectionMeanOracle,
+)
+from .._solvers import LinearDesign, noisy_gradient_descent
+from .._solvers._bias_reduced_sgd import bias_reduced_sgd
+from .._solvers._boosting import boosted_bias_reduced_sgd
 from .._solvers._output_perturbation import (
     auto_l2_penalty,
     output_perturbation,
     plan_output_perturbation,
 )
-from .._sparse_rows import enforce_row_bounds
+from .._solvers._sparse_exponential import sparse_exponential_mechanism
+from .._sparse_rows import ROW_BOUND_SLACK, enforce_row_bounds
+from ..privacy._mechanisms import GaussianMechanism
 from ..privacy._params import PositiveFinite
 from ..utils._compat import Interval, StrOptions, check_is_fitted, validate_data
 from ._base import DPClassifierMixin, DPLinearModel, DPRegressorMixin
@@ -92,10 +100,128 @@ def _fit_output_perturbation(est, problem, l2_penalty, budget, rng):
     return result, plan.noise_scale
 
 
-#: algorithm name -> (runner, needs delta > 0 whatever the loss, min n_samples).
-#: Every entry is audited in tests/audit.
+#: Noisy gradient steps of the ``*_gd`` algorithms when ``max_iter`` is None.
+_DEFAULT_GD_ITER = 30
+
+
+def _gd_step(est, problem, l2_penalty):
+    if est.learning_rate != "auto":
+        return float(est.learning_rate)
+    # 1 / (H + lambda): a true smoothness bound, since the rows are enforced.
+    return 1.0 / (problem.smoothness + l2_penalty)
+
+
+def _run_gd(est, problem, oracle, rho, l2_penalty, rng):
+    n_iter = _DEFAULT_GD_ITER if est.max_iter is None else est.max_iter
+    result = noisy_gradient_descent(
+        problem.design,
+        problem.target,
+        problem.loss,
+        oracle,
+        n_outputs=problem.n_outputs,
+        rho=rho,
+        max_iter=n_iter,
+        learning_rate=_gd_step(est, problem, l2_penalty),
+        l2_penalty=l2_penalty,
+        radius=problem.radius,
+        averaging="suffix",
+        rng=rng,
+    )
+    mech = oracle.mechanism_
+    scale = mech.sigma if isinstance(mech, GaussianMechanism) else mech.scale
+    return result, scale
+
+
+def _fit_projection_gd(est, problem, l2_penalty, budget, rng):
+    """DP-GD whose gradient mean is the projection mechanism (Algorithm 1)."""
+    n_iter = _DEFAULT_GD_ITER if est.max_iter is None else est.max_iter
+    if budget.delta > 0:
+        oracle = ProjectionMeanOracle(problem.lipschitz, problem.sparsity, "gaussian")
+        rho = est._gaussian_budget(budget, all_gaussian=True)
+    else:
+        oracle = ProjectionMeanOracle(problem.lipschitz, problem.sparsity, "laplace")
+        # The oracle turns its per-call rho into epsilon_call = sqrt(2 rho / T);
+        # rho = epsilon^2 / (2 T) gives epsilon / T per call, T calls compose
+        # (basic composition of pure DP) to epsilon.
+        rho = math.inf if not budget.is_private else budget.epsilon**2 / (2 * n_iter)
+    return _run_gd(est, problem, oracle, rho, l2_penalty, rng)
+
+
+def _fit_l1_recovery_gd(est, problem, l2_penalty, budget, rng):
+    """DP-GD whose gradient mean is Gaussian l1-recovery (Algorithm 2)."""
+    oracle = L1RecoveryMeanOracle(problem.lipschitz, problem.sparsity)
+    rho = est._gaussian_budget(budget, all_gaussian=True)
+    return _run_gd(est, problem, oracle, rho, l2_penalty, rng)
+
+
+def _sgd_params(est, problem, l2_penalty, budget):
+    return dict(
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+        norm_bound=problem.lipschitz,
+        sparsity=problem.sparsity,
+        n_outputs=problem.n_outputs,
+        learning_rate=est.learning_rate,
+        coef_norm_bound=est.coef_norm_bound,
+        radius=problem.radius,
+        l2_penalty=l2_penalty,
+        convex=True,
+    )
+
+
+def _fit_bias_reduced_sgd(est, problem, l2_penalty, budget, rng):
+    """Subsampled bias-reduced sparse SGD (Algorithms 3-4) with Algorithm 1 inside."""
+    result = bias_reduced_sgd(
+        problem.design,
+        problem.target,
+        problem.loss,
+        rng=rng,
+        **_sgd_params(est, problem, l2_penalty, budget),
+    )
+    return result, None
+
+
+def _fit_boosted_sgd(est, problem, l2_penalty, budget, rng):
+    """Algorithm 5: private selection over runs of Algorithm 4 (clipped-loss score)."""
+    result = boosted_bias_reduced_sgd(
+        problem.design,
+        problem.target,
+        problem.loss,
+        loss_bound=est.loss_bound,
+        confidence=est.confidence,
+        rng=rng,
+        **_sgd_params(est, problem, l2_penalty, budget),
+    )
+    return result, None
+
+
+def _fit_sparse_exponential(est, problem, l2_penalty, budget, rng):
+    """Algorithm 7: exponential mechanism over a net of sparse points (tiny d)."""
+    result = sparse_exponential_mechanism(
+        problem.design,
+        problem.target,
+        problem.loss,
+        epsilon=budget.epsilon,
+        loss_bound=est.loss_bound,
+        norm_bound=problem.lipschitz,
+        sparsity=problem.sparsity,
+        radius=est.coef_norm_bound if problem.radius is None else problem.radius,
+        confidence=est.confidence,
+        n_outputs=problem.n_outputs,
+        rng=rng,
+    )
+    return result, None
+
+
+#: algorithm name -> (runner, needs delta > 0, min n_samples). Every entry is
+#: audited in tests/audit.
 _ALGORITHMS = {
     "output_perturbation": (_fit_output_perturbation, False, 2),
+    "projection_gd": (_fit_projection_gd, False, 2),
+    "l1_recovery_gd": (_fit_l1_recovery_gd, True, 2),
+    "bias_reduced_sgd": (_fit_bias_reduced_sgd, True, 2),
+    "boosted_sgd": (_fit_boosted_sgd, True, 2),
+    "sparse_exponential": (_fit_sparse_exponential, False, 2),
 }
 
 
@@ -112,6 +238,8 @@ class _SparseGradientBase(DPLinearModel):
         "row_norm_bound": [PositiveFinite()],
         "coef_norm_bound": [PositiveFinite()],
         "confidence": [Interval(Real, 0, 1, closed="neither")],
+        "learning_rate": [StrOptions({"auto"}), PositiveFinite()],
+        "loss_bound": [PositiveFinite()],
     }
 
     def fit(self, X, y):
@@ -166,7 +294,9 @@ class _SparseGradientBase(DPLinearModel):
         n_features = X.shape[1]
         design = LinearDesign(self._enforce(X), self.fit_intercept)
         loss, radius, target = self._loss(n_outputs, target)
-        row_bound = math.hypot(self.row_norm_bound, float(self.fit_intercept))
+        # The enforced rows satisfy ||x|| <= C_x (1 + slack) (see enforce_row_bounds).
+        c_x = self.row_norm_bound * (1.0 + ROW_BOUND_SLACK)
+        row_bound = math.hypot(c_x, float(self.fit_intercept))
         s_x = n_features if self.sparsity is None else self.sparsity
         sparsity = (s_x + int(self.fit_intercept)) * n_outputs
         lipschitz, smoothness = self._lipschitz_smoothness(loss, row_bound)
@@ -190,7 +320,7 @@ class _SparseGradientBase(DPLinearModel):
         run, _, _ = _ALGORITHMS[self.algorithm]
         result, noise_scale = run(self, problem, l2_penalty, budget, rng)
         self.alpha_ = float(l2_penalty)
-        self.noise_scale_ = float(noise_scale)
+        self.noise_scale_ = None if noise_scale is None else float(noise_scale)
         return result
 
     def _auto_l2_penalty(self, problem, budget):
@@ -226,17 +356,48 @@ _SHARED_PARAMS_DOC = """
         ``"output_perturbation"`` then adds Laplace noise calibrated to an l1 bound
         that grows with ``sparsity`` (its loss must be smooth and unconstrained);
         algorithms that need Gaussian noise refuse it.
-    algorithm : {"output_perturbation"}, default="output_perturbation"
-        The private solver (Ghazi et al. [1]_):
+    algorithm : {"output_perturbation", "projection_gd", "l1_recovery_gd", \
+"bias_reduced_sgd", "boosted_sgd", "sparse_exponential"}, \
+default="output_perturbation"
+        The private solver, each an algorithm of Ghazi et al. [1]_:
 
-        - ``"output_perturbation"`` (Algorithm 6): solve the L2-regularised
-          problem, certify ``||w - w*|| <= tol_w`` before release (no certificate,
-          no release: :class:`~skdpsco.exceptions.CertificationError`), add
-          Gaussian noise (``delta > 0``) of l2-sensitivity ``2 L / (alpha_ n) +
-          2 tol_w`` or Laplace noise (``delta = 0``) on every coordinate. Its error
-          in predictions depends on ``sparsity`` and ``log(n_features)``, not on
-          ``n_features`` (Thms 7.1, 7.6). Cost: one regularised GLM solve on the
-          sparse matrix, ``O(nnz)`` per iteration, plus ``O(n_features)`` noise.
+        - ``"output_perturbation"`` (Algorithm 6, the default; see
+          ``benchmarks/sparse.py``): solve the L2-regularised problem, certify
+          ``||w - w*|| <= tol_w`` before release (no certificate, no release:
+          :class:`~skdpsco.exceptions.CertificationError`), add Gaussian noise
+          (``delta > 0``) of l2-sensitivity ``2 L / (alpha_ n) + 2 tol_w`` or
+          Laplace noise (``delta = 0``) on every coordinate. Its prediction error
+          depends on ``sparsity`` and ``log(n_features)``, not on ``n_features``
+          (Thms 7.1, 7.6). Cost: one regularised GLM solve, ``O(nnz)`` per
+          iteration, plus ``O(n_features)`` noise.
+        - ``"projection_gd"`` (Algorithm 1 inside DP gradient descent): each of
+          ``max_iter`` full-batch steps releases the mean of the per-example
+          gradients (clipped to l2 norm ``L`` and l1 norm ``L sqrt(s)``) plus
+          Gaussian noise (Laplace when ``delta = 0``), projected onto the l1 ball of
+          radius ``L sqrt(s)`` (Lemma 3.1: error ``~ (s log d)^(1/4)``); the
+          budget is split evenly over the steps.
+        - ``"l1_recovery_gd"`` (Algorithm 2 inside DP gradient descent): the
+          gradient mean is measured by a public ``m x p`` Gaussian matrix, the
+          per-example measurements clipped to ``1.5 L`` (privacy without the
+          unverifiable RIP event), noised and decoded by basis pursuit. Needs
+          ``delta > 0``; refuses problems whose matrix exceeds 2e8 entries
+          (``MAX_MEASUREMENT_ENTRIES``); falls back to the dense Gaussian mean where
+          compressed sensing cannot help.
+        - ``"bias_reduced_sgd"`` (Algorithms 3-4): subsampled bias-reduced sparse
+          SGD, randomly stopped by a privacy filter; needs ``delta > 0``.
+          Research-grade: heavy-tailed gradient estimates, about ``n / log n``
+          steps of ``O(p)`` each.
+        - ``"boosted_sgd"`` (Algorithm 5): private selection (Liu & Talwar) over
+          randomly many runs of Algorithm 4, scored by the loss clipped to
+          ``[0, loss_bound]``; needs ``delta <= epsilon / 10``. Expensive.
+        - ``"sparse_exponential"`` (Algorithm 7): pure-DP exponential mechanism over
+          a net of sparse points of the ball of radius ``coef_norm_bound``, the
+          per-record loss clipped to ``[0, loss_bound]``; brute force, refused above
+          10 parameters.
+
+        The ``*_gd`` and ``*_sgd`` algorithms leave the intercept unpenalised (the
+        strong convexity of the whole objective only matters for output
+        perturbation).
     fit_intercept : bool, default=True
         Fit an intercept as a constant feature equal to 1. Unlike scikit-learn the
         intercept is *penalised* like the coefficients (as
@@ -265,17 +426,28 @@ _SHARED_PARAMS_DOC = """
         penalty; for ``loss="squared_error"`` also the radius of the l2 ball the
         model is constrained to (intercept included).
     max_iter : int or None, default=None
-        Iteration cap of the certified solve. None computes, from public constants
-        only, a cap under which the certificate cannot fail. A smaller cap may make
-        the fit raise :class:`~skdpsco.exceptions.CertificationError`; that outcome
-        depends on the data (it reveals one bit), so do not retry with other
-        settings on the same data.
+        ``"output_perturbation"``: iteration cap of the certified solve; None
+        computes, from public constants only, a cap under which the certificate
+        cannot fail. A smaller cap may make the fit raise
+        :class:`~skdpsco.exceptions.CertificationError`; that outcome depends on
+        the data (it reveals one bit), so do not retry with other settings on the
+        same data. ``*_gd``: the number of noisy gradient steps, always run in full
+        (30 if None). Unused by the other algorithms (the SGD's number of steps is
+        drawn by its privacy filter, independently of the data).
     tol : float, default=1e-3
         Relative accuracy of the certified solve, in ``(0, 1)``: the certified
         distance is ``tol_w = tol * 2 L / (alpha_ n)``, fixed before the solve, and
         the noise grows by the factor ``1 + 2 tol``.
     confidence : float, default=0.05
-        ``beta`` of the automatic penalty formula (an accuracy parameter).
+        ``beta`` of the automatic penalty formula, of the SGD's and the net's
+        parameters and of boosting (an accuracy parameter, never a privacy one).
+    learning_rate : "auto" or float, default="auto"
+        Step size of the ``*_gd`` algorithms (``"auto"``: ``1 / (H + alpha_)``, the
+        inverse of the enforced rows' smoothness bound) and of the ``*_sgd`` ones
+        (``"auto"``: Theorem 5.7's ``D / (nu sqrt(tau))`` from public bounds).
+    loss_bound : float, default=1.0
+        ``B``: the per-record loss is clipped to ``[0, B]`` in the score of
+        ``"boosted_sgd"`` and of ``"sparse_exponential"`` (the score's sensitivity).
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
         Source of the privacy noise. None (the default, and the right choice in
@@ -288,12 +460,16 @@ _SHARED_ATTRS_DOC = """
     alpha_ : float
         The penalty ``lambda`` of the mean-scaled objective actually used (public:
         computed from the parameters, ``n`` and ``n_features`` only).
-    noise_scale_ : float
-        Per-coordinate noise of the release: the Gaussian standard deviation, or
-        the Laplace scale when ``delta = 0`` (0 only in testing).
+    noise_scale_ : float or None
+        Per-coordinate noise: of the released point (``"output_perturbation"``) or
+        of each gradient estimate (``*_gd``); the Gaussian standard deviation, or
+        the Laplace scale when ``delta = 0``. None for the other algorithms.
     n_iter_ : int
-        The public iteration cap of the certified solve (the number of iterations
-        it actually took depends on the data and is not released).
+        ``"output_perturbation"``: the public iteration cap of the certified solve
+        (the number of iterations it actually took depends on the data and is not
+        released); ``*_gd``: the number of steps; ``*_sgd``: the number of steps of
+        the (selected) run, drawn independently of the data; 1 for
+        ``"sparse_exponential"``.
     privacy_spent_ : PrivacySpent
         What the fit spent: ``epsilon``, ``delta``, the neighbouring relation
         (replace-one, ``n`` public) and the mechanisms; never more than asked.
@@ -317,10 +493,15 @@ _REFERENCES_DOC = """
     References
     ----------
     .. [1] Ghazi, B., Guzmán, C., Kamath, P., Kumar, R. and Manurangsi, P.
-       Differentially private optimization with sparse gradients. Algorithm 6
-       (regularised output perturbation), Theorems 7.1 and 7.6; Remark 2.1.
+       Differentially private optimization with sparse gradients. Algorithms 1-7;
+       Theorems 3.2-3.4, 5.7, 6.1, 7.1, 7.5, 7.6; Remark 2.1.
     .. [2] Chaudhuri, K., Monteleoni, C. and Sarwate, A. D. (2011). Differentially
-       private empirical risk minimization. JMLR."""
+       private empirical risk minimization. JMLR (output perturbation).
+    .. [3] Liu, J. and Talwar, K. (2019). Private selection from private
+       candidates. STOC (Algorithm 5's selection).
+    .. [4] Whitehouse, J., Ramdas, A., Rogers, R. and Wu, Z. S. (2023).
+       Fully-adaptive composition in differential privacy. ICML (Algorithm 4's
+       privacy filter)."""
 
 
 def _lipschitz_smoothness_glm(loss, row_bound):
@@ -413,6 +594,8 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         max_iter=None,
         tol=1e-3,
         confidence=0.05,
+        learning_rate="auto",
+        loss_bound=1.0,
         random_state=None,
     ):
         self.epsilon = epsilon
@@ -430,6 +613,8 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         self.max_iter = max_iter
         self.tol = tol
         self.confidence = confidence
+        self.learning_rate = learning_rate
+        self.loss_bound = loss_bound
         self.random_state = random_state
 
     _parameter_constraints: dict = {
@@ -553,6 +738,8 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
         max_iter=None,
         tol=1e-3,
         confidence=0.05,
+        learning_rate="auto",
+        loss_bound=1.0,
         classes=None,
         random_state=None,
     ):
@@ -568,6 +755,8 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
         self.max_iter = max_iter
         self.tol = tol
         self.confidence = confidence
+        self.learning_rate = learning_rate
+        self.loss_bound = loss_bound
         self.classes = classes
         self.random_state = random_state
 

@@ -49,6 +49,7 @@ References
    Corollary 3.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -295,7 +296,18 @@ def calibrate_selection_rho(epsilon, delta, eta, gamma, orders=None):
         return math.inf
     if not epsilon > 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
+    if orders is None:
+        # A pure function of public numbers: cached, since every search asks it.
+        return _calibrate_cached(float(epsilon), float(delta), float(eta), float(gamma))
+    return _calibrate(epsilon, delta, eta, gamma, orders)
 
+
+@functools.lru_cache(maxsize=256)
+def _calibrate_cached(epsilon, delta, eta, gamma):
+    return _calibrate(epsilon, delta, eta, gamma, None)
+
+
+def _calibrate(epsilon, delta, eta, gamma, orders):
     def eps_of(log_rho):
         return selection_epsilon(math.exp(log_rho), delta, eta, gamma, orders)
 

@@ -1,0 +1,151 @@
+"""Algorithm 7: the sparse exponential mechanism (Ghazi et al. Thm 7.5, card §3.7)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from skdpsco._losses import HuberLoss
+from skdpsco._solvers._design import LinearDesign
+from skdpsco._solvers._sparse_exponential import (
+    MAX_CANDIDATES,
+    MAX_DIM,
+    net_parameters,
+    sparse_exponential_mechanism,
+    sparse_net,
+)
+from skdpsco.privacy._accounting import account_records
+from skdpsco.privacy._mechanisms import exponential_mechanism
+from skdpsco.privacy._params import _non_private_testing_mode
+
+
+def test_exponential_mechanism_law_chi_square():
+    scores = np.array([0.0, 0.5, 1.0, 2.0, 3.0, 0.25])
+    rng = np.random.default_rng(0)
+    draws = [exponential_mechanism(rng, scores, 2.0, 0.5) for _ in range(30_000)]
+    p = special.softmax(-2.0 * scores / (2 * 0.5))
+    counts = np.bincount(draws, minlength=6)
+    assert stats.chisquare(counts, 30_000 * p).pvalue > 1e-3
+    assert exponential_mechanism(rng, scores, math.inf, 1.0) == 0
+
+
+def _tiny(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4)) * 0.5
+    y = X @ np.array([0.6, 0.0, -0.4, 0.0]) + 0.05 * rng.normal(size=n)
+    return LinearDesign(X, fit_intercept=False), X, y
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_output_law_matches_exponential_weights(k):
+    # d = 4: exact law of the output over the net is exp(-eps n F_S / (2B)), with the
+    # per-record loss clipped to [0, B], normalised (chi-square over the net points).
+    design, X, y = _tiny()
+    loss, B, eps = HuberLoss(1.0), 1.0, 1.0
+    net = sparse_net(4, k, 1.0, 1.0)  # coarse grid: few points, many draws each
+    scores = np.array([np.clip(loss.value(X @ w, y), 0, B).sum() for w in net])
+    p = special.softmax(-eps * scores / (2 * B))
+    rng = np.random.default_rng(1)
+    kw = dict(
+        epsilon=eps,
+        loss_bound=B,
+        norm_bound=1.0,
+        sparsity=4,
+        radius=1.0,
+        net_sparsity=k,
+        net_resolution=1.0,
+        rng=rng,
+    )
+    draws = np.array(
+        [sparse_exponential_mechanism(design, y, loss, **kw).coef for _ in range(2000)]
+    )
+    idx = [int(np.flatnonzero((net == w).all(axis=1))[0]) for w in draws]
+    counts = np.bincount(idx, minlength=len(net))
+    keep = 2000 * p >= 5
+    expected = np.append(2000 * p[keep], 2000 * p[~keep].sum())
+    observed = np.append(counts[keep], counts[~keep].sum())
+    if expected[-1] == 0:
+        expected, observed = expected[:-1], observed[:-1]
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+
+
+def test_net_covers_sparse_ball():
+    net = sparse_net(5, 2, 1.0, 0.4)
+    assert np.all(np.linalg.norm(net, axis=1) <= 1.0 + 1e-9)
+    assert np.all((net != 0).sum(axis=1) <= 2)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        x = np.zeros(5)
+        x[rng.choice(5, 2, replace=False)] = rng.normal(size=2)
+        x *= rng.uniform() / np.linalg.norm(x)
+        assert np.min(np.linalg.norm(net - x, axis=1)) < 0.4
+
+
+def test_scores_sensitivity_and_record():
+    design, X, y = _tiny()
+    res = sparse_exponential_mechanism(
+        design,
+        y,
+        HuberLoss(1.0),
+        epsilon=0.5,
+        loss_bound=1.0,
+        norm_bound=1.0,
+        sparsity=4,
+        radius=1.0,
+        rng=np.random.default_rng(0),
+    )
+    assert res.coef.shape == (4,)
+    assert account_records(res.records, 0.0)[0] == 0.5
+    tau, k = net_parameters(
+        60,
+        0.5,
+        loss_bound=1.0,
+        norm_bound=1.0,
+        sparsity=4,
+        radius=1.0,
+        dim=4,
+        confidence=0.05,
+    )
+    # tau solves tau^3 / ln(d/(tau beta)) = B D^2 / (L sqrt(s) eps n) = 1/60.
+    assert tau**3 / math.log(4 / (tau * 0.05)) == pytest.approx(1 / 60, rel=1e-9)
+    assert k == min(4, math.floor(1 / tau**2))
+
+
+def test_non_private_limit_is_net_minimiser():
+    design, X, y = _tiny()
+    loss = HuberLoss(1.0)
+    net = sparse_net(4, 2, 1.0, 0.2)
+    best = net[np.argmin([np.clip(loss.value(X @ w, y), 0, 5).sum() for w in net])]
+    with _non_private_testing_mode():
+        res = sparse_exponential_mechanism(
+            design,
+            y,
+            loss,
+            epsilon=math.inf,
+            loss_bound=5.0,
+            norm_bound=1.0,
+            sparsity=4,
+            radius=1.0,
+            net_sparsity=2,
+            net_resolution=0.2,
+            rng=np.random.default_rng(0),
+        )
+    np.testing.assert_array_equal(res.coef, best)
+    assert abs(res.coef[0] - 0.6) < 0.2 and abs(res.coef[2] + 0.4) < 0.2
+
+
+def test_refuses_large_inputs():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, MAX_DIM + 1))
+    design = LinearDesign(X, fit_intercept=False)
+    kw = dict(
+        epsilon=1.0, loss_bound=1.0, norm_bound=1.0, sparsity=2, radius=1.0, rng=rng
+    )
+    with pytest.raises(ValueError, match=f"MAX_DIM={MAX_DIM}"):
+        sparse_exponential_mechanism(design, np.zeros(20), HuberLoss(), **kw)
+    design, _, y = _tiny()
+    with pytest.raises(ValueError, match=f"MAX_CANDIDATES={MAX_CANDIDATES}"):
+        sparse_exponential_mechanism(
+            design, y, HuberLoss(), net_sparsity=4, net_resolution=1e-3, **kw
+        )

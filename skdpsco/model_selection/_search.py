@@ -10,6 +10,7 @@ largest one whose bound is the asked ``(epsilon, delta)``
 (:mod:`skdpsco.privacy._selection`).
 """
 
+import functools
 import math
 import warnings
 from copy import deepcopy
@@ -140,6 +141,12 @@ def _step(estimator, prefix):
     for name in [p for p in prefix.split("__") if p]:
         obj = dict(obj.steps)[name]
     return obj
+
+
+@functools.lru_cache(maxsize=256)
+def _gaussian_ask(rho, delta):
+    # A pure function of public numbers, cached: every search and grid point asks it.
+    return gdp_to_approx_dp(math.sqrt(2.0 * rho), delta)
 
 
 def _within(rho, rho_step):
@@ -427,7 +434,7 @@ default=None
             return math.inf, delta
         if pure:
             return math.sqrt(2.0 * rho_step), delta
-        return gdp_to_approx_dp(math.sqrt(2.0 * rho_step), delta), delta
+        return _gaussian_ask(float(rho_step), float(delta)), delta
 
     def _probe_data(self, X, n_train, classes, rng):
         """Synthetic public data of the training part's shape (no private value)."""

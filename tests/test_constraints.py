@@ -241,15 +241,17 @@ def test_projection_matches_generic_solver(d, seed):
     for c in _sets(d):
         v = 1.5 * rng.normal(size=d)
         x = c.project(v)
-        ref = _reference_projection(c, v)
         assert c.contains(x, tol=1e-10), type(c).__name__
-        # SLSQP's answer is feasible only to ~1e-8, so it may be marginally closer.
-        assert np.linalg.norm(x - v) <= np.linalg.norm(ref - v) + 1e-6, type(c).__name__
-        np.testing.assert_allclose(x, ref, atol=2e-6, err_msg=type(c).__name__)
         # Frank-Wolfe gap with an independent support function (LP / dual norm):
         # 0.5 ||x - x*||^2 <= h_C(v - x) - <v - x, x>.
         gap = -_lmo_reference(c, x - v) - (v - x) @ x
         assert -1e-9 <= gap <= 1e-9, type(c).__name__
+        if isinstance(c, GroupL12Ball) and d > 12:
+            continue  # SLSQP on the cone epigraph needs ~10 s here; the gap suffices
+        ref = _reference_projection(c, v)
+        # SLSQP's answer is feasible only to ~1e-8, so it may be marginally closer.
+        assert np.linalg.norm(x - v) <= np.linalg.norm(ref - v) + 1e-6, type(c).__name__
+        np.testing.assert_allclose(x, ref, atol=2e-6, err_msg=type(c).__name__)
 
 
 @pytest.mark.parametrize("d", [1, 7, 40])

@@ -4,7 +4,8 @@ Every estimator releases a model with an ``(epsilon, delta)``-DP guarantee under
 replace-one neighbouring datasets, with no bound read from the private data.
 """
 
-from . import datasets, exceptions, privacy
+from . import datasets, exceptions, preprocessing, privacy
+from ._constraints import gaussian_width
 from ._estimators._heavy_tailed import HeavyTailedDPLogistic, HeavyTailedDPRidge
 
 __version__ = "0.1.0.dev0"
@@ -15,4 +16,8 @@ __all__ = [
     "HeavyTailedDPRidge",
 ]
 
-_SUBMODULES = (datasets, exceptions, privacy)
+#: Public helpers that are not estimators (kept out of ``__all__``, which tools read
+#: as the list of estimators).
+_HELPERS = (gaussian_width,)
+
+_SUBMODULES = (datasets, exceptions, preprocessing, privacy)

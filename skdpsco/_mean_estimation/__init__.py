@@ -9,6 +9,12 @@ gradient is ``u_i (outer) x~_i``.
 from ._batch import AveragedClipBatchOracle, PerExampleClipBatchOracle
 from ._catoni import CatoniMeanOracle
 from ._clipped import ClippedMeanOracle
+from ._sparse_mean import (
+    L1RecoveryMeanOracle,
+    ProjectionMeanOracle,
+    l1_recovery_mean,
+    projection_mean,
+)
 from ._trimmed_mean import SmoothSensitivityTrimmedMeanOracle
 from ._truncated_mean import AxisTruncatedMeanOracle, TruncatedMeanOracle
 
@@ -17,7 +23,11 @@ __all__ = [
     "AxisTruncatedMeanOracle",
     "CatoniMeanOracle",
     "ClippedMeanOracle",
+    "L1RecoveryMeanOracle",
     "PerExampleClipBatchOracle",
+    "ProjectionMeanOracle",
     "SmoothSensitivityTrimmedMeanOracle",
     "TruncatedMeanOracle",
+    "l1_recovery_mean",
+    "projection_mean",
 ]

@@ -409,3 +409,17 @@ def test_cost_against_grid_search():
             value, abs=0.6 * 10 ** -len(text.split(".")[1])
         )
         assert text in doc, text
+
+
+def test_list_and_dataframe_inputs(clf_data):
+    pd = pytest.importorskip("pandas")
+    X, y = clf_data
+    est = HeavyTailedDPLogistic(max_iter=3)
+    search = PrivateSearchCV(est, {"C": [1.0]}, random_state=0)
+    search.fit(X.tolist(), y.tolist())
+    assert search.n_features_in_ == 4
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    search.fit(frame, y)
+    assert search.feature_names_in_.tolist() == ["a", "b", "c", "d"]
+    with pytest.raises(ValueError):
+        search.fit(X[:, 0], y)  # 1-d X

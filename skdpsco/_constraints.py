@@ -151,7 +151,17 @@ def project_l1_ball(v, radius):
     if radius == 0.0:
         return np.zeros_like(v)
     theta = _simplex_threshold(a, radius)
-    return np.sign(v) * np.maximum(np.abs(v) - theta, 0.0)
+    w = np.sign(v) * np.maximum(np.abs(v) - theta, 0.0)
+    return _shrink_to_l1_cap(w, radius)
+
+
+def _shrink_to_l1_cap(w, cap):
+    """Undo a rounding overshoot of ``||w||_1`` over ``cap`` (~1e-13 relative at
+    ``d = 10^6``) so that the output is feasible; moves ``w`` by that much only."""
+    total = np.abs(w).sum()
+    if total > cap:
+        w = w * (cap / total)
+    return w
 
 
 def project_simplex(v, radius=1.0):
@@ -252,16 +262,6 @@ class GaussianWidth(float):
         return (
             f"GaussianWidth({float(self)!r}, method={self.method!r}, "
             f"error_bound={self.error_bound:.3g})"
-        )
-
-    def _scaled(self, factor, shift=0.0):
-        """``factor * G + shift`` (width of a scaled / translated-product set)."""
-        return GaussianWidth(
-            factor * float(self) + shift,
-            self.method,
-            abs(factor) * self.error_bound,
-            abs(factor) * self.standard_error,
-            self.n_samples,
         )
 
 
@@ -395,7 +395,7 @@ def _lipschitz_mc(support, n_features, r_max, n_samples, seed, batch_support=Non
 def _default_mc_samples(n_features, n_samples):
     if n_samples is not None:
         return _check_int(n_samples, "n_samples", low=2)
-    return max(100, min(_MC_SAMPLES, _MC_WORK // max(n_features, 1)))
+    return max(16, min(_MC_SAMPLES, _MC_WORK // max(n_features, 1)))
 
 
 # --------------------------------------------------------------------------------------
@@ -628,14 +628,15 @@ class LpBall(ConstraintSet):
     method in ``log nu`` to ``1e-15``. Any ``nu`` gives the exact projection onto the
     ball of radius ``||h(nu)||_p`` (Lagrangian duality), and the result is finally
     rescaled into the ball; a radius mismatch above ``1e-12`` raises ``RuntimeError``.
-    ``p = 2`` uses the closed form.
+    ``p = 2`` uses the closed form. Cost: about 30 vectorised passes over ``d``
+    per multiplier evaluation (~2.5 s at ``d = 10^6``).
 
     LMO ``-R sign(g) |g|^(q-1) / ||g||_q^(q-1)``, support ``R ||g||_q`` with
     ``q = p / (p - 1)``. ``R_max = R max(1, d^(1/2 - 1/p))``, diameter ``2 R_max``,
     inradius ``R min(1, d^(1/2 - 1/p))``.
 
     **Gaussian width** ``R E ||g||_q``: closed form for ``p = 2``, otherwise Monte
-    Carlo with a fixed seed, ``m = min(4000, 2e7 / d)`` (at least 100) samples by
+    Carlo with a fixed seed, ``m = min(4000, 2e7 / d)`` (at least 16) samples by
     default; the returned :class:`GaussianWidth` carries the empirical standard error
     and the bound ``4 R_max / sqrt(m)`` (valid except with probability < 7e-4).
 
@@ -1159,7 +1160,7 @@ class KSparsePolytope(ConstraintSet):
         if np.minimum(a, tau).sum() <= cap:
             return np.sign(v) * np.minimum(np.abs(v), tau)
         theta = _capped_threshold(a, tau, cap)
-        return np.sign(v) * np.clip(np.abs(v) - theta, 0.0, tau)
+        return _shrink_to_l1_cap(np.sign(v) * np.clip(np.abs(v) - theta, 0.0, tau), cap)
 
     def lmo(self, g):
         g = _as_float_array(g)

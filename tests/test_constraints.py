@@ -620,3 +620,24 @@ def test_bad_parameters_on_classes_and_helpers():
         gaussian_width(L1Ball(1.0), 4, radius=2.0)
     with pytest.raises(ValueError, match="shape"):
         GroupL12Ball(1.0, [0, 1, 1]).project(np.ones(5))
+
+
+def test_k_sparse_and_group_projection_large_vector():
+    rng = np.random.default_rng(2)
+    d = 10**5
+    v = rng.standard_t(3, size=d)
+    c = KSparsePolytope(0.5, 200)
+    x = c.project(v)
+    assert c.violation(x) == 0.0
+    assert np.abs(x).sum() == pytest.approx(100.0, rel=1e-12)
+    # One threshold: |x_i| = clip(|v_i| - theta, 0, tau) with a common theta.
+    saturated = np.abs(x) > 0.5 - 1e-9
+    mid = (np.abs(x) > 0) & ~saturated
+    assert saturated.sum() > 0 and mid.sum() > 0
+    theta = np.abs(v[mid]) - np.abs(x[mid])
+    np.testing.assert_allclose(theta, theta[0], atol=1e-10)
+    assert np.all(np.abs(v[x == 0]) <= theta[0] + 1e-10)
+    assert np.all(np.abs(v[saturated]) >= theta[0] + 0.5 - 1e-10)
+    g = GroupL12Ball(3.0, np.arange(d) // 7)
+    y = g.project(v)
+    assert g.group_norms(y).sum() == pytest.approx(3.0, rel=1e-12)

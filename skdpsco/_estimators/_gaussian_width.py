@@ -1,0 +1,718 @@
+"""GaussianWidthDPRegressor and GaussianWidthDPClassifier.
+
+Constrained linear models whose privacy noise pays for the Gaussian width of the
+feasible set rather than for the dimension (Su, Zhao & Wang). The estimators
+validate, build the public constraint set (:mod:`skdpsco._constraints`), pick the
+solver of the chosen ``algorithm`` (:mod:`skdpsco._solvers._objective_perturbation`,
+:mod:`skdpsco._solvers._mirror_descent`) and store the released parameters; the
+math and every sensitivity argument live in those modules.
+"""
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+
+from .._constraints import make_constraint
+from .._losses import get_loss
+from .._solvers import LinearDesign
+from .._solvers._mirror_descent import (
+    noisy_mirror_descent,
+    phased_dp_sgd,
+    shuffled_mirror_descent,
+)
+from .._solvers._objective_perturbation import approximate_objective_perturbation
+from ..privacy._params import PositiveFinite
+from ..privacy._shuffling import shuffle_valid_local_epsilon
+from ..utils._compat import Interval, StrOptions
+from ._base import DPClassifierMixin, DPLinearModel, DPRegressorMixin
+
+__all__ = ["GaussianWidthDPClassifier", "GaussianWidthDPRegressor"]
+
+#: What ``algorithm="auto"`` runs for several classes, where objective perturbation
+#: is not available (benchmarks/gaussian_width.py, multiclass table).
+_AUTO_MULTICLASS = "mirror_descent"
+
+_CONSTRAINTS = {"l2", "l1", "lp", "box", "simplex", "group_l1", "k_sparse"}
+
+#: Constraints whose natural geometry is l_1-like: the mirror-descent algorithms
+#: default to ``p = 1 + 1 / ln(d)`` for them (the classic l_1 mirror map; its
+#: regularity constant ``1/(p-1) = ln d`` stays in Case A of the card's §2.3).
+_L1_LIKE = {"l1", "simplex", "group_l1", "k_sparse"}
+
+
+def _default_geometry(constraint, n_params):
+    """Public ``p`` of the l_p geometry when ``p=None`` (mirror-descent algorithms)."""
+    if constraint in _L1_LIKE:
+        return 1.0 + 1.0 / max(math.log(n_params), 1.0)
+    return 2.0
+
+
+def _project_released(constraint, W, n_features, intercept_bound):
+    """Released ``W`` mapped into ``C x [-B, B]`` (post-processing of a DP output).
+
+    The unconstrained algorithms (3 and Theorem 8) release a point of ``R^d``; the
+    estimator promises ``coef_`` in ``C``, so the release is projected onto the set
+    (and the intercept row clipped to ``[-B, B]``). A function of the private output
+    only, so it costs no privacy.
+    """
+    W = np.array(W, dtype=float, copy=True)
+    W[:n_features] = constraint.project(W[:n_features])
+    if W.shape[0] > n_features:
+        W[n_features:] = np.clip(W[n_features:], -intercept_bound, intercept_bound)
+    return W
+
+
+def _run_objective_perturbation(est, design, target, loss, n_classes, budget, C, rng):
+    if loss.name == "multinomial":
+        raise ValueError(
+            f"{type(est).__name__}(algorithm='objective_perturbation') supports two "
+            f"classes only (got {n_classes}): the privacy proof of Su, Zhao & Wang's "
+            "Theorem 1 is for losses with a rank-one per-record Hessian; the "
+            "multinomial loss needs a recalibrated noise that is not implemented. "
+            "Use algorithm='auto', 'mirror_descent', 'phased_sgd' or "
+            "'shuffled_mirror_descent'."
+        )
+    if loss.name not in ("squared", "logistic"):
+        raise ValueError(
+            f"{type(est).__name__}(algorithm='objective_perturbation') needs a "
+            "twice-differentiable generalized linear loss (Su, Zhao & Wang, "
+            f"Theorem 1): 'squared' or 'logistic', got {loss.name!r}; use "
+            "loss='squared' or another algorithm."
+        )
+    if est.max_iter is not None:
+        max_iter = est.max_iter
+    else:
+        max_iter = "auto"
+    return approximate_objective_perturbation(
+        design,
+        target,
+        loss,
+        C,
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+        feature_norm_bound=est.feature_norm_bound,
+        target_bound=getattr(est, "target_bound", 1.0),
+        intercept_bound=est.intercept_bound,
+        l2_penalty=est._l2_penalty(budget.n_samples),
+        lam_obj="auto",
+        opt_tol=est.tol,
+        max_iter=max_iter,
+        rng=rng,
+    )
+
+
+def _run_mirror_descent(est, design, target, loss, n_classes, budget, C, rng):
+    p = est._geometry_p(design, loss, n_classes)
+    if not 1.0 < p <= 2.0:
+        raise ValueError(
+            f"{type(est).__name__}(algorithm='mirror_descent') is Su, Zhao & Wang's "
+            f"Algorithm 3 for l_p geometry with 1 < p <= 2; got p={p!r}. For p >= 2 "
+            "use algorithm='phased_sgd'."
+        )
+    _check_no_ridge(est, "mirror_descent")
+    result = noisy_mirror_descent(
+        design,
+        target,
+        loss,
+        p=p,
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+        feature_norm_bound=est.feature_norm_bound,
+        n_classes=n_classes,
+        n_iter="auto" if est.max_iter is None else est.max_iter,
+        rng=rng,
+    )
+    result.coef = _project_released(
+        C, result.coef, design.n_features, est.intercept_bound
+    )
+    return result
+
+
+def _run_phased_sgd(est, design, target, loss, n_classes, budget, C, rng):
+    p = est._geometry_p(design, loss, n_classes, euclidean_default=True)
+    if not p >= 2.0:
+        raise ValueError(
+            f"{type(est).__name__}(algorithm='phased_sgd') is the p >= 2 reduction "
+            f"of Su, Zhao & Wang's Theorem 8; got p={p!r}. For 1 < p < 2 use "
+            "algorithm='mirror_descent'."
+        )
+    _check_no_ridge(est, "phased_sgd")
+    result = phased_dp_sgd(
+        design,
+        target,
+        loss,
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+        feature_norm_bound=est.feature_norm_bound,
+        # D0 >= ||theta*||_2 sets the step size only: every point of C has l2 norm
+        # at most R_max (public).
+        norm_bound=float(C.radius_l2),
+        p=p,
+        n_classes=n_classes,
+        rng=rng,
+    )
+    result.coef = _project_released(
+        C, result.coef, design.n_features, est.intercept_bound
+    )
+    return result
+
+
+def _run_shuffled_mirror_descent(est, design, target, loss, n_classes, budget, C, rng):
+    if design.fit_intercept:
+        raise ValueError(
+            f"{type(est).__name__}(algorithm='shuffled_mirror_descent') supports "
+            "fit_intercept=False only: its Bregman step over the set is not "
+            "separable in an intercept coordinate."
+        )
+    _check_no_ridge(est, "shuffled_mirror_descent")
+    p = est._geometry_p(design, loss, n_classes)
+    if not 1.0 < p <= 2.0:
+        raise ValueError(
+            f"{type(est).__name__}(algorithm='shuffled_mirror_descent') is Su, Zhao "
+            f"& Wang's Algorithm 4 for 1 < p <= 2 (p >= 2 reduces to p = 2, card "
+            f"§3.4); got p={p!r}."
+        )
+    R = est.feature_norm_bound
+    # Amplification by shuffling is proven only for n > 16 ln(4 / delta_s) (FMT21;
+    # delta_s = delta / 2 as in the solver); below that the batched variant (parallel
+    # composition) runs instead. A function of the public n and delta only.
+    amplifies = shuffle_valid_local_epsilon(budget.n_samples, budget.delta / 2.0) > 0
+    return shuffled_mirror_descent(
+        design,
+        target,
+        loss,
+        C,
+        p=p,
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+        grad_std_bound=est.gradient_moment_bound,
+        # Utility only (it sets the truncation threshold): the smoothness of the
+        # loss for rows of norm feature_norm_bound.
+        smoothness=loss.smoothness * R**2,
+        truncation_threshold=est.truncation,
+        variant="shuffled" if amplifies else "batched",
+        n_classes=n_classes,
+        rng=rng,
+    )
+
+
+def _check_no_ridge(est, algorithm):
+    if est._l2_penalty(2) > 0:
+        what = "alpha" if hasattr(est, "alpha") else "C"
+        raise ValueError(
+            f"{type(est).__name__}(algorithm={algorithm!r}) takes no ridge penalty "
+            f"(only 'objective_perturbation' does, as Su, Zhao & Wang's Algorithm "
+            f"2); leave {what} at its default."
+        )
+
+
+#: algorithm name -> solver runner. Every entry is audited in tests/audit.
+#: ``"auto"`` resolves, from public facts (the task and the number of classes), to
+#: the algorithm that measured best in benchmarks/gaussian_width.py.
+_ALGORITHMS = {
+    "auto": None,
+    "objective_perturbation": _run_objective_perturbation,
+    "mirror_descent": _run_mirror_descent,
+    "phased_sgd": _run_phased_sgd,
+    "shuffled_mirror_descent": _run_shuffled_mirror_descent,
+}
+
+
+class _GaussianWidthBase(DPLinearModel):
+    _parameter_constraints: dict = {
+        **DPLinearModel._parameter_constraints,
+        "algorithm": [StrOptions(set(_ALGORITHMS))],
+        "constraint": [StrOptions(_CONSTRAINTS)],
+        "radius": [PositiveFinite()],
+        "p": [None, PositiveFinite()],
+        "groups": [None, "array-like"],
+        "k": [None, Interval(Integral, 1, None, closed="left")],
+        "intercept_bound": [PositiveFinite()],
+        "feature_norm_bound": [PositiveFinite()],
+        "gradient_moment_bound": [PositiveFinite()],
+        "truncation": [StrOptions({"auto"}), PositiveFinite()],
+        "max_iter": [None, Interval(Integral, 1, None, closed="left")],
+        "tol": [StrOptions({"auto"}), PositiveFinite()],
+    }
+
+    #: scipy.sparse X works end to end (rows are only touched through LinearDesign).
+    _accept_sparse = True
+
+    def _algorithm_requirements(self):
+        return True, 2
+
+    def _resolved_algorithm(self, n_outputs):
+        """``algorithm`` with ``"auto"`` resolved from the public number of outputs."""
+        if self.algorithm != "auto":
+            return self.algorithm
+        return "objective_perturbation" if n_outputs == 1 else _AUTO_MULTICLASS
+
+    def _make_constraint(self, n_features):
+        """The public set ``C`` for the coefficients (no intercept row)."""
+        return make_constraint(
+            self.constraint,
+            n_features,
+            self.radius,
+            p=self.p if self.constraint == "lp" else None,
+            groups=self.groups,
+            k=self.k,
+        )
+
+    def _geometry_p(self, design, loss, n_classes, euclidean_default=False):
+        """The l_p geometry of the mirror-descent algorithms (public)."""
+        if self.p is not None:
+            return float(self.p)
+        if euclidean_default:
+            return 2.0
+        n_params = design.dim * loss.n_outputs(n_classes)
+        return _default_geometry(self.constraint, n_params)
+
+    def _check_params_fit_constraint(self, algorithm):
+        if self.p is not None and self.constraint != "lp":
+            if algorithm == "objective_perturbation":
+                raise ValueError(
+                    f"{type(self).__name__}: p={self.p!r} applies to "
+                    "constraint='lp' or to the l_p algorithms ('mirror_descent', "
+                    "'shuffled_mirror_descent', 'phased_sgd'); "
+                    "'objective_perturbation' is Euclidean."
+                )
+        if self.constraint == "lp" and self.p is None:
+            raise ValueError(
+                f"{type(self).__name__}: constraint='lp' needs p (1 < p < inf)."
+            )
+        if self.constraint == "lp" and not self.p > 1:
+            raise ValueError(
+                f"{type(self).__name__}: constraint='lp' needs 1 < p < inf, "
+                f"got p={self.p!r}."
+            )
+        if self.groups is not None and self.constraint != "group_l1":
+            raise ValueError(
+                f"{type(self).__name__}: groups applies to constraint='group_l1' "
+                f"only, got constraint={self.constraint!r}."
+            )
+        if self.k is not None and self.constraint != "k_sparse":
+            raise ValueError(
+                f"{type(self).__name__}: k applies to constraint='k_sparse' only, "
+                f"got constraint={self.constraint!r}."
+            )
+
+    def _run_algorithm(self, X, target, n_outputs, budget, rng):
+        n_classes = n_outputs if n_outputs > 1 else 2
+        algorithm = self._resolved_algorithm(n_outputs)
+        self._check_params_fit_constraint(algorithm)
+        loss = self._loss(n_outputs, algorithm)
+        C = self._make_constraint(X.shape[1])
+        design = LinearDesign(X, self.fit_intercept)
+        return _ALGORITHMS[algorithm](
+            self, design, target, loss, n_classes, budget, C, rng
+        )
+
+
+_ALGORITHM_DOC = """
+    algorithm : {"auto", "objective_perturbation", "mirror_descent", "phased_sgd", \
+"shuffled_mirror_descent"}, default="auto"
+        The private solver, each one of Su, Zhao & Wang's algorithms. ``"auto"``
+        runs ``"objective_perturbation"`` for regression and two classes and
+        ``"mirror_descent"`` for several classes (objective perturbation is
+        proven for rank-one per-record Hessians only), the choice that measured
+        best (see below); it depends only on the public number of classes.
+
+        - ``"objective_perturbation"``: approximate objective perturbation
+          (Algorithm 1; Algorithm 2 in the card's ridge form when the ridge
+          penalty is positive): minimise the loss plus a random linear term
+          ``<G, w> / n`` and ``c ||w||^2`` over ``C`` with a solver whose accuracy
+          is *certified* (accelerated projected gradient with a residual
+          certificate), then add Gaussian noise and project onto ``C``. The
+          projection turns d-dimensional noise into an error of the size of the
+          Gaussian width of ``C`` (``~ sqrt(log d)`` for the l1 ball). If the
+          certificate is not reached within ``max_iter`` iterations the fit raises
+          :class:`~skdpsco.exceptions.CertificationError` and releases nothing.
+          Twice-differentiable GLM losses only (squared, logistic); any
+          ``epsilon > 0``.
+        - ``"mirror_descent"``: noisy regularized mirror descent in l_p geometry,
+          ``1 < p <= 2`` (Algorithm 3, with the card's composition-consistent
+          noise), generalized Gaussian noise on every full-batch gradient. The
+          algorithm is unconstrained; its release is projected onto ``C``
+          (post-processing). Needs a loss Lipschitz on all of ``R^d`` (Huber,
+          logistic) and ``epsilon <= 1``.
+        - ``"phased_sgd"``: the ``p >= 2`` reduction of Theorem 8, phased DP-SGD
+          (Feldman, Koren & Talwar 2020) in l_2, unconstrained, released
+          projected onto ``C``. Same loss and epsilon requirements.
+        - ``"shuffled_mirror_descent"``: shuffled truncated DP mirror descent for
+          heavy-tailed gradients (Algorithm 4): one pass over a secret random
+          permutation, per-sample gradients with ``||.||_q > truncation`` zeroed,
+          one generalized Gaussian noise vector per record, privacy by
+          amplification by shuffling (Feldman, McMillan & Talwar 2021). When ``n
+          <= 16 ln(8 / delta)`` no amplification is proven and the card's batched
+          variant (one noise draw per disjoint batch, parallel composition) runs
+          instead; the choice depends on the public ``n`` and ``delta`` only.
+          Rows are *not* clipped (truncation makes it private for any data).
+          When the local-epsilon cap binds, the achieved epsilon is below the
+          request and ``privacy_spent_`` says so.
+          Sets: ``"l1"``, ``"lp"`` (same ``p``) and ``"l2"`` (``p = 2``);
+          ``fit_intercept=False``; ``epsilon <= 1``.
+
+        Which to use (``benchmarks/gaussian_width.py``: sparse ground truth,
+        l1 ball, n = 10,000, d = 1,000 to 10,000): the default
+        ``"objective_perturbation"`` had the smallest estimation error at every
+        epsilon and dimension measured, is the only one that runs at
+        ``epsilon > 1``, and its error grows with the width (``sqrt(log d)``),
+        not with ``sqrt(d)``."""
+
+_SHARED_PARAMS_DOC = """
+    epsilon : float, default=1.0
+        Privacy loss bound of the whole fit, ``> 0``. The mirror-descent
+        algorithms are proven for ``epsilon <= 1`` only and refuse larger values.
+    delta : float, default=1e-5
+        Probability with which the epsilon bound may fail, in ``(0, 1)``; keep it
+        well below ``1 / n_samples``.{algorithm}
+    constraint : {{"l1", "l2", "lp", "box", "simplex", "group_l1", "k_sparse"}}, \
+default="l1"
+        The public convex set ``C`` the coefficients are constrained to:
+        ``||w||_1 <= radius`` (sparse models; the default, because its Gaussian
+        width ``~ radius sqrt(2 ln d)`` is what makes high-dimensional private
+        fits accurate), ``||w||_2 <= radius``, ``||w||_p <= radius``,
+        ``|w_j| <= radius``, the simplex ``w >= 0, sum w = radius`` (mixture
+        weights), the group l_{{1,2}} ball ``sum_g ||w_g||_2 <= radius`` (``groups``)
+        or the k-sparse polytope ``{{||w||_inf <= radius, ||w||_1 <= k radius}}``.
+        For several classes the set constrains the ``(n_features, n_classes)``
+        coefficient matrix entrywise (``group_l1``: one group of rows per id).
+        :func:`skdpsco.gaussian_width` gives the width of each set.
+    radius : float, default=1.0
+        Size of ``C`` (see ``constraint``). Public: never read it off the data.
+    p : float or None, default=None
+        Exponent of the ``"lp"`` ball (required there, ``1 < p < inf``) and the
+        l_p geometry of the mirror-descent algorithms. ``None`` picks, for the
+        mirror-descent algorithms, ``p = 1 + 1 / ln(d)`` (the l_1 mirror map) for
+        the l_1-like sets and ``p = 2`` otherwise; ``"phased_sgd"`` needs
+        ``p >= 2`` (``None``: 2). Not used by ``"objective_perturbation"``
+        (Euclidean) unless ``constraint="lp"``.
+    groups : array-like of shape (n_features,) or None, default=None
+        Public group id of every feature, for ``constraint="group_l1"``.
+    k : int or None, default=None
+        Sparsity of the ``"k_sparse"`` polytope.
+    fit_intercept : bool, default=False
+        Fit an intercept, constrained to ``[-intercept_bound, intercept_bound]``
+        (the set becomes ``C x [-B, B]`` and the rows ``[x, 1]``): the
+        objective-perturbation proof needs a bounded set in every coordinate, and
+        the data are never centred (centring would read the private mean). Off
+        by default, as in Su, Zhao & Wang; ``"shuffled_mirror_descent"`` does not
+        support it.
+    intercept_bound : float, default=1.0
+        ``B``, the public bound on the intercept (used when ``fit_intercept``).
+    feature_norm_bound : float, default=1.0
+        Public bound on the norm of a row of X: every row is rescaled to norm at
+        most this before it is used, so the Lipschitz and smoothness constants
+        behind the noise hold for every possible record. The norm is the l_2 norm
+        for ``"objective_perturbation"`` and the dual l_q norm of the geometry
+        (``q = p / (p - 1)``) for ``"mirror_descent"`` and ``"phased_sgd"``.
+        ``"shuffled_mirror_descent"`` does not clip (its truncation makes it
+        private for any data) and uses it only to guess the smoothness.
+    gradient_moment_bound : float, default=1.0
+        ``sigma_g``: public bound on the standard deviation (in ``||.||_q``) of a
+        per-sample gradient, Assumption 4 of ``"shuffled_mirror_descent"``. Sets
+        its truncation threshold and step; accuracy only, never privacy.
+    truncation : "auto" or float, default="auto"
+        Truncation threshold ``tau`` of ``"shuffled_mirror_descent"``: per-sample
+        gradients with ``||.||_q > tau`` are zeroed. ``"auto"`` is the card's
+        ``beta M + lambda_tr``.
+    max_iter : int or None, default=None
+        ``"objective_perturbation"``: the certified solver's iteration cap (``None``:
+        twice the accelerated-rate bound, never hit under correct constants;
+        reaching a smaller cap raises rather than releases). ``"mirror_descent"``:
+        the number of noisy steps ``T`` (``None``: Theorem 7's count). Unused by
+        ``"phased_sgd"`` (``ceil(log2 n)`` phases, one pass) and
+        ``"shuffled_mirror_descent"`` (one pass, Theorem 10's batch count); every
+        count is public and always run in full.
+    tol : "auto" or float, default="auto"
+        ``alpha_opt``, the accuracy (objective gap) that ``"objective_perturbation"``
+        certifies before its output perturbation, which is calibrated to it.
+        ``"auto"`` is the card's displacement rule (output noise no larger than
+        the statistical error); a float is clamped up to a numerical floor.
+        Unused by the other algorithms (no data-dependent stopping anywhere).
+    random_state : int, RandomState instance, numpy.random.Generator or None, \
+default=None
+        Source of the privacy noise (and of the secret shuffle). ``None`` (the
+        default, and the right choice in production) draws fresh entropy; an int
+        makes fits reproducible, which is for tests only: anyone who knows the
+        seed can subtract the noise."""
+
+_SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.format(algorithm=_ALGORITHM_DOC)
+
+_SHARED_ATTRS_DOC = """
+    n_iter_ : int
+        Public iteration count of the algorithm (the certified solver's cap for
+        ``"objective_perturbation"``, never the data-dependent number it used).
+    privacy_spent_ : PrivacySpent
+        What the fit spent: ``epsilon``, ``delta``, the neighbouring relation
+        (replace-one, ``n`` public) and the mechanisms; never more than asked. For
+        ``"shuffled_mirror_descent"`` it is the epsilon actually achieved by the
+        shuffling bound, which can be below the request.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features, when X has string column names."""
+
+_NOTES_DOC = """
+    Notes
+    -----
+    Privacy model: replace-one neighbouring datasets, ``n`` and ``d`` public.
+    Every bound the noise depends on (``radius``, ``feature_norm_bound``,
+    ``target_bound``, ``intercept_bound``, ``truncation``) is a parameter; rows and
+    targets are clipped to them inside ``fit`` and nothing is read from the data.
+    ``coef_`` always lies in ``C`` (and ``intercept_`` in ``[-B, B]``): the
+    constrained algorithms end with a projection onto ``C``, the unconstrained ones
+    (``"mirror_descent"``, ``"phased_sgd"``) have their release projected onto
+    ``C``, which is post-processing. Dense and scipy.sparse ``X`` are accepted.
+    Every fit spends its budget, including each candidate and fold of a grid
+    search."""
+
+_REFERENCES_DOC = """
+    References
+    ----------
+    .. [1] Su, J., Zhao, Z. and Wang, D. Differentially private stochastic convex
+       optimization in (non)-Euclidean space revisited. Algorithms 1-4,
+       Theorems 1, 2, 4, 7, 8, 9 and 10.
+    .. [2] Kifer, D., Smith, A. and Thakurta, A. (2012). Private convex empirical
+       risk minimization and high-dimensional regression. COLT.
+    .. [3] Feldman, V., Koren, T. and Talwar, K. (2020). Private stochastic convex
+       optimization: optimal rates in linear time. STOC.
+    .. [4] Feldman, V., McMillan, A. and Talwar, K. (2021). Hiding among the
+       clones: a simple and nearly optimal analysis of privacy amplification by
+       shuffling. FOCS."""
+
+
+class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
+    __doc__ = f"""Differentially private constrained linear regression (Gaussian width).
+
+    Minimises ``(1/n) sum_i loss(x_i . w + b, y_i) + (alpha / 2) ||(w, b)||^2``
+    over ``w`` in a public convex set ``C`` (an l1 ball by default, like the
+    constrained form of the Lasso) with an ``(epsilon, delta)``-DP guarantee under
+    replace-one neighbouring datasets, whatever the data look like: rows and
+    targets are clipped to public bounds. For the default algorithm the error from
+    privacy grows with the Gaussian width of ``C`` (``~ sqrt(log d)`` for the l1
+    ball) instead of ``sqrt(d)``.
+
+    Parameters
+    ----------{_SHARED_PARAMS_DOC}
+    loss : {{"auto", "squared", "huber"}}, default="auto"
+        ``"squared"``: ``(x . w + b - y)^2 / 2``; ``"huber"``: the Huber loss with
+        threshold ``huber_threshold`` (Lipschitz on all of ``R^d``, which
+        ``"mirror_descent"`` and ``"phased_sgd"`` need; not twice differentiable,
+        which ``"objective_perturbation"`` needs). ``"auto"``: ``"huber"`` for
+        ``"mirror_descent"`` and ``"phased_sgd"``, ``"squared"`` otherwise.
+    huber_threshold : float, default=1.0
+        Threshold ``c`` of the Huber loss (residuals beyond ``c`` count linearly).
+    target_bound : float, default=1.0
+        Public bound ``R_y``: targets are clipped to ``[-R_y, R_y]`` for the squared
+        loss (``"objective_perturbation"``). Scale ``y`` with public constants.
+    alpha : float, default=0.0
+        Ridge strength in the mean-scaled objective above (intercept included).
+        ``alpha > 0`` selects Algorithm 2 (strongly convex objective
+        perturbation, ridge form); only ``"objective_perturbation"`` accepts it.
+        With ``alpha = 0`` the set ``C`` is the only regulariser and Algorithm 1
+        adds its own ``L / (sqrt(n) diam(C)) ||w||^2`` (Theorem 2).
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        Released coefficients; they lie in ``C``.
+    intercept_ : float
+        Released intercept (0.0 when ``fit_intercept=False``).{_SHARED_ATTRS_DOC}
+
+    See Also
+    --------
+    GaussianWidthDPClassifier : the classifier of the same family.
+    HeavyTailedDPRidge : unconstrained DP ridge regression.
+    sklearn.linear_model.Lasso : the non-private penalised analogue.
+{_NOTES_DOC}
+{_REFERENCES_DOC}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdpsco import GaussianWidthDPRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(5000, 200)) / np.sqrt(200)
+    >>> w_true = np.zeros(200)
+    >>> w_true[:3] = [0.5, -0.3, 0.2]
+    >>> y = X @ w_true * 20 + 0.1 * rng.standard_normal(5000)
+    >>> model = GaussianWidthDPRegressor(epsilon=1.0, random_state=0).fit(X, y)
+    >>> bool(np.abs(model.coef_).sum() <= 1.0 + 1e-9)
+    True
+    >>> model.privacy_spent_.epsilon <= 1.0
+    True
+    """
+
+    def __init__(
+        self,
+        *,
+        epsilon=1.0,
+        delta=1e-5,
+        algorithm="auto",
+        constraint="l1",
+        radius=1.0,
+        p=None,
+        groups=None,
+        k=None,
+        loss="auto",
+        huber_threshold=1.0,
+        alpha=0.0,
+        fit_intercept=False,
+        intercept_bound=1.0,
+        feature_norm_bound=1.0,
+        target_bound=1.0,
+        gradient_moment_bound=1.0,
+        truncation="auto",
+        max_iter=None,
+        tol="auto",
+        random_state=None,
+    ):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.algorithm = algorithm
+        self.constraint = constraint
+        self.radius = radius
+        self.p = p
+        self.groups = groups
+        self.k = k
+        self.loss = loss
+        self.huber_threshold = huber_threshold
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.intercept_bound = intercept_bound
+        self.feature_norm_bound = feature_norm_bound
+        self.target_bound = target_bound
+        self.gradient_moment_bound = gradient_moment_bound
+        self.truncation = truncation
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+
+    _parameter_constraints: dict = {
+        **_GaussianWidthBase._parameter_constraints,
+        "loss": [StrOptions({"auto", "squared", "huber"})],
+        "huber_threshold": [PositiveFinite()],
+        "target_bound": [PositiveFinite()],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+    }
+
+    def _loss(self, n_outputs, algorithm):
+        loss = self.loss
+        if loss == "auto":
+            lipschitz_needed = algorithm in ("mirror_descent", "phased_sgd")
+            loss = "huber" if lipschitz_needed else "squared"
+        if loss == "huber":
+            return get_loss("huber", threshold=self.huber_threshold)
+        return get_loss("squared")
+
+    def _l2_penalty(self, n_samples):
+        return float(self.alpha)
+
+
+class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
+    __doc__ = f"""Differentially private constrained logistic regression.
+
+    Minimises the mean logistic loss (two classes) or the mean multinomial loss (one
+    joint model for more) plus an optional ridge ``||(W, b)||^2 / (2 C n)`` over
+    coefficients in a public convex set ``C`` (an l1 ball by default), with an
+    ``(epsilon, delta)``-DP guarantee under replace-one neighbouring datasets,
+    whatever the features look like (rows are clipped to ``feature_norm_bound``).
+
+    Parameters
+    ----------{_SHARED_PARAMS_DOC}
+    C : float or None, default=None
+        Inverse ridge strength as in :class:`~sklearn.linear_model.LogisticRegression`
+        (``C sum_i loss_i + ||W||^2 / 2``, intercept included); only
+        ``"objective_perturbation"`` accepts it (Algorithm 2, ridge form).
+        ``None``: no ridge, the set ``C`` is the only regulariser.
+    classes : array-like or None, default=None
+        The public label set. If None, the labels present in ``y`` are used, and
+        the label set is then released with the model (like ``n``); give it
+        explicitly when which labels occur is itself sensitive.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        Released coefficients (one row for two classes); they lie in ``C``.
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+        Released intercepts.{_SHARED_ATTRS_DOC}
+
+    See Also
+    --------
+    GaussianWidthDPRegressor : the regressor of the same family.
+    HeavyTailedDPLogistic : unconstrained DP logistic regression.
+    sklearn.linear_model.LogisticRegression : the non-private model.
+{_NOTES_DOC}
+{_REFERENCES_DOC}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdpsco import GaussianWidthDPClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(4000, 50)) / np.sqrt(50)
+    >>> y = (X[:, 0] - X[:, 1] > 0).astype(int)
+    >>> clf = GaussianWidthDPClassifier(radius=5.0, random_state=0).fit(X, y)
+    >>> clf.coef_.shape
+    (1, 50)
+    >>> bool(np.abs(clf.coef_).sum() <= 5.0 + 1e-9)
+    True
+    """
+
+    def __init__(
+        self,
+        *,
+        epsilon=1.0,
+        delta=1e-5,
+        algorithm="auto",
+        constraint="l1",
+        radius=1.0,
+        p=None,
+        groups=None,
+        k=None,
+        C=None,
+        fit_intercept=False,
+        intercept_bound=1.0,
+        feature_norm_bound=1.0,
+        gradient_moment_bound=1.0,
+        truncation="auto",
+        max_iter=None,
+        tol="auto",
+        classes=None,
+        random_state=None,
+    ):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.algorithm = algorithm
+        self.constraint = constraint
+        self.radius = radius
+        self.p = p
+        self.groups = groups
+        self.k = k
+        self.C = C
+        self.fit_intercept = fit_intercept
+        self.intercept_bound = intercept_bound
+        self.feature_norm_bound = feature_norm_bound
+        self.gradient_moment_bound = gradient_moment_bound
+        self.truncation = truncation
+        self.max_iter = max_iter
+        self.tol = tol
+        self.classes = classes
+        self.random_state = random_state
+
+    _parameter_constraints: dict = {
+        **_GaussianWidthBase._parameter_constraints,
+        "C": [None, PositiveFinite()],
+        "classes": [None, "array-like"],
+    }
+
+    def _loss(self, n_outputs, algorithm):
+        return get_loss("logistic" if n_outputs == 1 else "multinomial")
+
+    def _l2_penalty(self, n_samples):
+        # LogisticRegression's C sum(loss) + ||w||^2 / 2, divided by C n.
+        return 0.0 if self.C is None else 1.0 / (self.C * n_samples)

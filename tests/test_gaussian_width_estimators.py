@@ -1,0 +1,415 @@
+"""GaussianWidthDPRegressor / GaussianWidthDPClassifier: limits, feasibility, errors."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import optimize, special
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skdpsco._constraints import make_constraint
+from skdpsco._estimators._gaussian_width import (
+    GaussianWidthDPClassifier,
+    GaussianWidthDPRegressor,
+)
+from skdpsco.exceptions import CertificationError
+from skdpsco.privacy._params import _non_private_testing_mode
+from skdpsco.privacy._shuffling import shuffle_local_epsilon
+
+ALGORITHMS = sorted(
+    GaussianWidthDPRegressor._parameter_constraints["algorithm"][0].options
+)
+CONSTRAINTS = {
+    "l2": {},
+    "l1": {},
+    "lp": {"p": 1.5},
+    "box": {},
+    "simplex": {},
+    "group_l1": {"groups": [0, 0, 1, 1, 2]},
+    "k_sparse": {"k": 2},
+}
+#: (algorithm, constraint) pairs that are refused by design: Algorithm 4's Bregman
+#: step is implemented for the l1, same-p l_p and (p = 2) l2 balls only.
+ALG4_SETS = {"l1", "lp", "l2"}
+
+
+def _regression(n=300, d=5, seed=0, scale=1.0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * scale / math.sqrt(d)
+    y = X @ np.linspace(0.8, -0.4, d) + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def _clip_rows(X, bound):
+    norms = np.linalg.norm(X, axis=1)
+    return X * np.minimum(1.0, bound / np.maximum(norms, 1e-300))[:, None]
+
+
+def _projected_gradient(grad, project, x0, step, n_iter=20000, tol=1e-13):
+    """Reference: plain projected gradient descent (strongly convex objectives)."""
+    x = x0
+    for _ in range(n_iter):
+        x_new = project(x - step * grad(x))
+        if np.linalg.norm(x_new - x) < tol:
+            return x_new
+        x = x_new
+    return x
+
+
+# ---------------------------------------------------------------- common checks
+
+
+@parametrize_with_checks(
+    [
+        GaussianWidthDPRegressor(random_state=0),
+        GaussianWidthDPClassifier(random_state=0),
+    ]
+)
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(estimator)
+
+
+# ---------------------------------------------------------- non-private limits
+
+
+@pytest.mark.parametrize("constraint", ["l1", "l2", "simplex", "k_sparse"])
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_objective_perturbation_limit_regression(constraint, fit_intercept):
+    # epsilon = inf, alpha > 0 (Algorithm 2, ridge form): c_tot = alpha / 2 and no
+    # noise, so the release is argmin_{C x [-B, B]} L^ + (alpha/2)||theta||^2 on the
+    # clipped data, certified to ~1e-10.
+    X, y = _regression(scale=3.0)
+    y = 2.0 * y
+    params = dict(constraint=constraint, radius=0.8, alpha=0.05)
+    params.update({"k": 2} if constraint == "k_sparse" else {})
+    with _non_private_testing_mode():
+        est = GaussianWidthDPRegressor(
+            epsilon=np.inf,
+            algorithm="objective_perturbation",
+            fit_intercept=fit_intercept,
+            intercept_bound=0.3,
+            target_bound=1.5,
+            **params,
+        ).fit(X, y)
+    Xc = _clip_rows(X, 1.0)
+    yc = np.clip(y, -1.5, 1.5)
+    n, d = X.shape
+    if fit_intercept:
+        Xc = np.hstack([Xc, np.ones((n, 1))])
+    C = make_constraint(constraint, d, 0.8, k=params.get("k"))
+
+    def project(w):
+        out = w.copy()
+        out[:d] = C.project(w[:d])
+        out[d:] = np.clip(w[d:], -0.3, 0.3)
+        return out
+
+    def grad(w):
+        return Xc.T @ (Xc @ w - yc) / n + 0.05 * w
+
+    step = 1.0 / (np.linalg.norm(Xc, 2) ** 2 / n + 0.05)
+    ref = _projected_gradient(grad, project, np.zeros(Xc.shape[1]), step)
+    np.testing.assert_allclose(est.coef_, ref[:d], atol=1e-6)
+    np.testing.assert_allclose(
+        est.intercept_, ref[d] if fit_intercept else 0.0, atol=1e-6
+    )
+    assert C.contains(est.coef_, tol=1e-10)
+    assert math.isinf(est.privacy_spent_.epsilon)
+
+
+def test_objective_perturbation_limit_binary_logistic_matches_scipy():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 4))
+    y = np.where(X[:, 0] - 0.5 * X[:, 1] + 0.3 * rng.normal(size=400) > 0, "b", "a")
+    with _non_private_testing_mode():
+        clf = GaussianWidthDPClassifier(
+            epsilon=np.inf,
+            algorithm="objective_perturbation",
+            constraint="l2",
+            radius=1.5,
+            C=0.02,
+            feature_norm_bound=2.0,
+        ).fit(X, y)
+    n = X.shape[0]
+    Xc = _clip_rows(X, 2.0)
+    t = (y == "b").astype(float)
+    lam = 1.0 / (0.02 * n)
+
+    def fun(w):
+        z = Xc @ w
+        value = np.mean(-special.log_expit(z) + (1 - t) * z) + lam / 2 * w @ w
+        return value, Xc.T @ (special.expit(z) - t) / n + lam * w
+
+    cons = {"type": "ineq", "fun": lambda w: 1.5**2 - w @ w, "jac": lambda w: -2 * w}
+    ref = optimize.minimize(
+        fun, np.zeros(4), jac=True, constraints=[cons], method="SLSQP", tol=1e-14
+    ).x
+    np.testing.assert_allclose(clf.coef_.ravel(), ref, atol=1e-5)
+    assert np.linalg.norm(clf.coef_) <= 1.5 + 1e-10
+    assert clf.classes_.tolist() == ["a", "b"]
+
+
+def test_mirror_descent_limit_is_regularised_minimiser():
+    # Algorithm 3 with p = 2 (constraint "l2"): Phi = ||w||^2/2, so the noiseless
+    # iteration y <- (beta y - grad L^(w)) / (beta + alpha_reg) has the fixed point
+    # argmin L^ + (alpha_reg / 2)||w||^2 with alpha_reg = (4 beta / T) log2(n / T)
+    # (Theorem 7). Huber loss (threshold 1), rows clipped to l2 norm 1.
+    X, y = _regression(n=20000, d=5, seed=2, scale=1.5)
+    T = 200
+    with _non_private_testing_mode():
+        est = GaussianWidthDPRegressor(
+            epsilon=np.inf,
+            algorithm="mirror_descent",
+            constraint="l2",
+            radius=10.0,
+            max_iter=T,
+        ).fit(X, y)
+    n = X.shape[0]
+    Xc = _clip_rows(X, 1.0)
+    alpha_reg = 4.0 / T * math.log2(n / T)
+
+    def fun(w):
+        r = Xc @ w - y
+        a = np.abs(r)
+        value = np.mean(np.where(a <= 1, 0.5 * r**2, a - 0.5)) + alpha_reg / 2 * w @ w
+        return value, Xc.T @ np.clip(r, -1, 1) / n + alpha_reg * w
+
+    ref = optimize.minimize(fun, np.zeros(5), jac=True, tol=1e-14).x
+    np.testing.assert_allclose(est.coef_, ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("algorithm", ["phased_sgd", "shuffled_mirror_descent"])
+def test_stochastic_algorithms_approach_the_constrained_solution(algorithm):
+    # One-pass algorithms: without noise their error against the constrained
+    # minimiser is the optimisation error of one SGD / mirror-descent pass, O(1/sqrt
+    # steps), not 1e-4; checked at a level that a wrong sign or scale would fail.
+    X, y = _regression(n=20000, d=5, seed=3, scale=1.0)
+    with _non_private_testing_mode():
+        est = GaussianWidthDPRegressor(
+            epsilon=np.inf, algorithm=algorithm, constraint="l2", radius=1.0
+        ).fit(X, y)
+    Xc = _clip_rows(X, 1.0)
+    n = X.shape[0]
+    C = make_constraint("l2", 5, 1.0)
+    ref = _projected_gradient(
+        lambda w: Xc.T @ (Xc @ w - y) / n,
+        C.project,
+        np.zeros(5),
+        1.0 / (np.linalg.norm(Xc, 2) ** 2 / n),
+    )
+    err = np.linalg.norm(est.coef_ - ref)
+    assert err < 0.25 * np.linalg.norm(ref), (err, np.linalg.norm(ref))
+
+
+# ------------------------------------------------------------------ feasibility
+
+
+def _feasible_cases():
+    for algorithm in ALGORITHMS:
+        for constraint in CONSTRAINTS:
+            if algorithm == "shuffled_mirror_descent" and constraint not in ALG4_SETS:
+                continue
+            yield algorithm, constraint
+
+
+@pytest.mark.parametrize(("algorithm", "constraint"), list(_feasible_cases()))
+def test_coef_lies_in_the_set(algorithm, constraint):
+    X, y = _regression(n=200, scale=4.0)
+    params = dict(CONSTRAINTS[constraint])
+    if algorithm == "shuffled_mirror_descent" and constraint == "l2":
+        params["p"] = 2.0
+    if algorithm == "phased_sgd" and constraint == "lp":
+        params["p"] = 3.0
+    fit_intercept = algorithm != "shuffled_mirror_descent"
+    for eps in (1e-3, 0.1, 1.0):
+        reg = GaussianWidthDPRegressor(
+            epsilon=eps,
+            algorithm=algorithm,
+            constraint=constraint,
+            radius=0.7,
+            fit_intercept=fit_intercept,
+            intercept_bound=0.2,
+            random_state=0,
+            **params,
+        ).fit(X, y)
+        C = make_constraint(constraint, 5, 0.7, **params if constraint != "l2" else {})
+        assert C.contains(reg.coef_, tol=1e-10), (eps, C.violation(reg.coef_))
+        assert abs(reg.intercept_) <= 0.2
+        assert reg.privacy_spent_.epsilon <= eps * (1 + 1e-12)
+        assert reg.privacy_spent_.delta <= 1e-5
+
+
+@pytest.mark.parametrize("algorithm", ["mirror_descent", "phased_sgd", "auto"])
+def test_multiclass_coef_lies_in_the_set(algorithm):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 4))
+    y = np.array(["x", "y", "z"])[rng.integers(0, 3, 150)]
+    clf = GaussianWidthDPClassifier(
+        algorithm=algorithm, radius=0.5, fit_intercept=True, random_state=0
+    ).fit(X, y)
+    assert clf.coef_.shape == (3, 4) and clf.intercept_.shape == (3,)
+    assert np.abs(clf.coef_).sum() <= 0.5 + 1e-10
+    assert np.all(np.abs(clf.intercept_) <= 1.0)
+    np.testing.assert_allclose(clf.predict_proba(X).sum(axis=1), 1.0)
+
+
+# ------------------------------------------------------------ privacy behaviour
+
+
+def test_shuffled_reports_the_achieved_epsilon():
+    # n = 20000, d = 3, eps = 1: the local epsilon is capped at 1 (card §2.5), so
+    # the amplified epsilon is below the request and the ledger says so.
+    rng = np.random.default_rng(0)
+    n = 20000
+    X = rng.normal(size=(n, 3)) / 2
+    y = X @ [0.3, -0.2, 0.1] + 0.1 * rng.normal(size=n)
+    reg = GaussianWidthDPRegressor(
+        algorithm="shuffled_mirror_descent", epsilon=1.0, random_state=0
+    ).fit(X, y)
+    eps0, achieved = shuffle_local_epsilon(1.0, n, 1e-5 / 2)
+    assert eps0 == 1.0
+    assert reg.privacy_spent_.epsilon == pytest.approx(achieved, rel=1e-12)
+    assert achieved < 0.5
+    assert reg.privacy_spent_.delta <= 1e-5
+
+
+def test_rows_and_targets_are_clipped_to_public_bounds():
+    # A row beyond feature_norm_bound and a target beyond target_bound: scaling them
+    # by 1e6 changes nothing once clipped (same seed, same noise).
+    X, y = _regression(n=100)
+    X[0] *= 50.0
+    y[1] = 5.0
+    X2, y2 = X.copy(), y.copy()
+    X2[0] *= 1e6
+    y2[1] = 5e6
+    for alg in ALGORITHMS:
+        a = GaussianWidthDPRegressor(algorithm=alg, random_state=3).fit(X, y)
+        b = GaussianWidthDPRegressor(algorithm=alg, random_state=3).fit(X2, y2)
+        if alg == "shuffled_mirror_descent":
+            # Truncation instead of clipping: both gradients exceed tau and are
+            # zeroed, so the outputs agree as well.
+            pass
+        np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-12, err_msg=alg)
+
+
+def test_certificate_failure_releases_nothing():
+    X, y = _regression()
+    est = GaussianWidthDPRegressor(
+        algorithm="objective_perturbation", max_iter=1, random_state=0
+    )
+    with pytest.raises(CertificationError):
+        est.fit(X, y)
+    assert not hasattr(est, "coef_") and not hasattr(est, "privacy_spent_")
+
+
+def test_seeds_reproduce_and_differ():
+    X, y = _regression()
+    for alg in ALGORITHMS:
+        a = GaussianWidthDPRegressor(algorithm=alg, random_state=1).fit(X, y).coef_
+        b = GaussianWidthDPRegressor(algorithm=alg, random_state=1).fit(X, y).coef_
+        c = GaussianWidthDPRegressor(algorithm=alg, random_state=2).fit(X, y).coef_
+        np.testing.assert_array_equal(a, b)
+        assert not np.array_equal(a, c), alg
+
+
+def test_sparse_input_gives_the_dense_result():
+    X, y = _regression(n=120)
+    X[np.abs(X) < 0.3] = 0.0
+    for alg in ALGORITHMS:
+        a = GaussianWidthDPRegressor(algorithm=alg, random_state=0).fit(X, y)
+        b = GaussianWidthDPRegressor(algorithm=alg, random_state=0).fit(
+            sp.csr_matrix(X), y
+        )
+        np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-12, err_msg=alg)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(epsilon=-1.0), "epsilon"),
+        (dict(epsilon=float("nan")), "epsilon"),
+        (dict(epsilon=True), "epsilon"),
+        (dict(epsilon=np.inf), "epsilon"),
+        (dict(delta=0.0), "delta"),
+        (dict(delta=1.0), "delta"),
+        (dict(delta=float("nan")), "delta"),
+        (dict(radius=0.0), "radius"),
+        (dict(radius=np.inf), "radius"),
+        (dict(constraint="l3"), "constraint"),
+        (dict(algorithm="frank_wolfe"), "algorithm"),
+        (dict(constraint="lp"), "needs p"),
+        (dict(constraint="lp", p=0.5), "p"),
+        (dict(constraint="group_l1"), "groups"),
+        (dict(constraint="group_l1", groups=[0, 1]), "groups"),
+        (dict(constraint="k_sparse"), "k"),
+        (dict(constraint="k_sparse", k=1.5), "k"),
+        (dict(groups=[0, 0, 1, 1, 2]), "group_l1"),
+        (dict(k=2), "k_sparse"),
+        (dict(algorithm="objective_perturbation", p=1.5), "Euclidean"),
+        (dict(algorithm="objective_perturbation", loss="huber"), "twice"),
+        (dict(algorithm="mirror_descent", loss="squared"), "Lipschitz"),
+        (dict(algorithm="phased_sgd", loss="squared"), "Lipschitz"),
+        (dict(algorithm="mirror_descent", p=3.0), "1 < p <= 2"),
+        (dict(algorithm="phased_sgd", p=1.5), "p >= 2"),
+        (dict(algorithm="shuffled_mirror_descent", fit_intercept=True), "intercept"),
+        (dict(algorithm="shuffled_mirror_descent", constraint="box"), "Algorithm 4"),
+        (dict(algorithm="mirror_descent", alpha=0.1), "ridge"),
+        (dict(algorithm="mirror_descent", epsilon=2.0), "epsilon <= 1"),
+        (dict(feature_norm_bound=0.0), "feature_norm_bound"),
+        (dict(target_bound=np.nan), "target_bound"),
+        (dict(max_iter=0), "max_iter"),
+        (dict(tol=-1.0), "tol"),
+    ],
+)
+def test_bad_parameters_raise_and_change_nothing(params, match):
+    X, y = _regression(n=50)
+    est = GaussianWidthDPRegressor(random_state=0).fit(X, y)
+    coef = est.coef_.copy()
+    est.set_params(**params)
+    before = est.get_params()
+    with pytest.raises((ValueError, TypeError), match=match):
+        est.fit(X, y)
+    after = est.get_params()
+    assert before.keys() == after.keys()
+    for key in before:
+        if isinstance(before[key], list):
+            assert before[key] == after[key]
+        elif isinstance(before[key], float) and math.isnan(before[key]):
+            assert math.isnan(after[key])
+        else:
+            assert before[key] is after[key] or before[key] == after[key], key
+    np.testing.assert_array_equal(est.coef_, coef)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_data_raise(bad):
+    X, y = _regression(n=50)
+    X[3, 1] = bad
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        GaussianWidthDPRegressor().fit(X, y)
+    X, y = _regression(n=50)
+    y[0] = bad
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        GaussianWidthDPRegressor().fit(X, y)
+
+
+def test_classifier_refusals():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        GaussianWidthDPClassifier().fit(X, np.zeros(60))
+    y3 = rng.integers(0, 3, 60)
+    with pytest.raises(ValueError, match="two\\s+classes only"):
+        GaussianWidthDPClassifier(algorithm="objective_perturbation").fit(X, y3)
+    with pytest.raises(ValueError, match="ridge"):
+        GaussianWidthDPClassifier(algorithm="phased_sgd", C=1.0).fit(X, y3 > 0)
+    with pytest.raises(ValueError, match="not in the public 'classes'"):
+        GaussianWidthDPClassifier(classes=[0, 1]).fit(X, y3)

@@ -4,7 +4,7 @@ Every estimator releases a model with an ``(epsilon, delta)``-DP guarantee under
 replace-one neighbouring datasets, with no bound read from the private data.
 """
 
-from . import datasets, exceptions, preprocessing, privacy
+from . import datasets, exceptions, model_selection, preprocessing, privacy
 from ._constraints import gaussian_width
 from ._estimators._heavy_tailed import HeavyTailedDPLogistic, HeavyTailedDPRidge
 
@@ -20,4 +20,4 @@ __all__ = [
 #: as the list of estimators).
 _HELPERS = (gaussian_width,)
 
-_SUBMODULES = (datasets, exceptions, preprocessing, privacy)
+_SUBMODULES = (datasets, exceptions, model_selection, preprocessing, privacy)

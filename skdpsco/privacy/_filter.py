@@ -74,7 +74,7 @@ def amplified_epsilon(epsilon, sampling_rate):
     --------
     >>> from skdpsco.privacy._filter import amplified_epsilon
     >>> round(amplified_epsilon(1.0, 0.01), 6)
-    0.017036
+    0.017037
     """
     q = _check_rate(sampling_rate)
     if not epsilon >= 0:

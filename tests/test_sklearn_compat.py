@@ -28,3 +28,31 @@ def test_all_lists_every_estimator():
 def test_sklearn_common_checks(estimator, check):
     with np.errstate(divide="raise", over="raise", invalid="raise", under="ignore"):
         check(estimator)
+
+
+def _composite_instances():
+    # Public meta-estimators and transformers outside ``skdpsco.__all__`` (which lists
+    # the linear models). epsilon=50: the checks' tiny datasets would otherwise make
+    # the search refuse its budget as too small.
+    from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
+    from skdpsco.model_selection import PrivateSearchCV
+
+    return [
+        PrivateSearchCV(
+            HeavyTailedDPLogistic(max_iter=5),
+            {"C": [1.0]},
+            epsilon=50.0,
+            random_state=0,
+        ),
+        PrivateSearchCV(
+            HeavyTailedDPRidge(max_iter=5),
+            {"alpha": [1.0]},
+            epsilon=50.0,
+            random_state=0,
+        ),
+    ]
+
+
+@parametrize_with_checks(_composite_instances())
+def test_sklearn_common_checks_composites(estimator, check):
+    check(estimator)

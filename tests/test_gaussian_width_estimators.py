@@ -413,3 +413,24 @@ def test_classifier_refusals():
         GaussianWidthDPClassifier(algorithm="phased_sgd", C=1.0).fit(X, y3 > 0)
     with pytest.raises(ValueError, match="not in the public 'classes'"):
         GaussianWidthDPClassifier(classes=[0, 1]).fit(X, y3)
+
+
+def test_auto_resolves_from_public_parameters_only():
+    X, y = _regression(n=150)
+    yb = (y > 0).astype(int)
+
+    def same(params, algorithm, Est=GaussianWidthDPRegressor, target=y):
+        a = Est(random_state=4, **params).fit(X, target)
+        b = Est(random_state=4, algorithm=algorithm, **params).fit(X, target)
+        np.testing.assert_array_equal(a.coef_, b.coef_)
+
+    same({}, "phased_sgd")
+    same(dict(epsilon=2.0), "objective_perturbation")
+    same(dict(alpha=0.1), "objective_perturbation")
+    same(dict(loss="squared"), "objective_perturbation")
+    same({}, "phased_sgd", GaussianWidthDPClassifier, yb)
+    same(dict(epsilon=3.0), "objective_perturbation", GaussianWidthDPClassifier, yb)
+    y3 = np.digitize(y, [-0.3, 0.3])
+    same({}, "phased_sgd", GaussianWidthDPClassifier, y3)
+    with pytest.raises(ValueError, match="epsilon <= 1"):
+        GaussianWidthDPClassifier(epsilon=2.0).fit(X, y3)

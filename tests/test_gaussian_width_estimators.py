@@ -202,7 +202,11 @@ def test_stochastic_algorithms_approach_the_constrained_solution(algorithm):
         1.0 / (np.linalg.norm(Xc, 2) ** 2 / n),
     )
     err = np.linalg.norm(est.coef_ - ref)
-    assert err < 0.25 * np.linalg.norm(ref), (err, np.linalg.norm(ref))
+    # Measured: 0.0038 (phased SGD, its last phases take tiny steps near w*) and
+    # 0.18 (Algorithm 4: one pass, uniform average of its T mirror steps with the
+    # card's step gamma, truncation at tau); ||ref|| = 1 (the ball is active).
+    bound = {"phased_sgd": 0.01, "shuffled_mirror_descent": 0.25}[algorithm]
+    assert err < bound * np.linalg.norm(ref), (err, np.linalg.norm(ref))
 
 
 # ------------------------------------------------------------------ feasibility

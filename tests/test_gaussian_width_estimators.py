@@ -438,3 +438,33 @@ def test_auto_resolves_from_public_parameters_only():
     same({}, "phased_sgd", GaussianWidthDPClassifier, y3)
     with pytest.raises(ValueError, match="epsilon <= 1"):
         GaussianWidthDPClassifier(epsilon=2.0).fit(X, y3)
+
+
+def test_objective_perturbation_convex_mode_limit_uses_theorem_2_regulariser():
+    # alpha = 0 (Algorithm 1): J = L^ + lambda ||theta||^2 with Theorem 2's
+    # lambda = L / (sqrt(n) diam(C)), L = R_z (R_max R_z + R_y) = 1 (0.5 + 1) for the
+    # l1 ball of radius 0.5 (R_max = 0.5, diameter 1): the epsilon -> inf limit is
+    # that regularised constrained minimiser, not the plain constrained ERM.
+    X, y = _regression(n=300, scale=2.0)
+    with _non_private_testing_mode():
+        est = GaussianWidthDPRegressor(
+            epsilon=np.inf, algorithm="objective_perturbation", radius=0.5
+        ).fit(X, y)
+    n = X.shape[0]
+    Xc, yc = _clip_rows(X, 1.0), np.clip(y, -1.0, 1.0)
+    lam = 1.5 / (math.sqrt(n) * 1.0)
+    C = make_constraint("l1", 5, 0.5)
+    ref = _projected_gradient(
+        lambda w: Xc.T @ (Xc @ w - yc) / n + 2 * lam * w,
+        C.project,
+        np.zeros(5),
+        1.0 / (np.linalg.norm(Xc, 2) ** 2 / n + 2 * lam),
+    )
+    np.testing.assert_allclose(est.coef_, ref, atol=1e-7)
+    erm = _projected_gradient(
+        lambda w: Xc.T @ (Xc @ w - yc) / n,
+        C.project,
+        np.zeros(5),
+        1.0 / (np.linalg.norm(Xc, 2) ** 2 / n),
+    )
+    assert np.linalg.norm(est.coef_ - erm) > 1e-3  # the regulariser is really there

@@ -81,10 +81,6 @@ def _run_objective_perturbation(est, design, target, loss, n_classes, budget, C,
             f"Theorem 1): 'squared' or 'logistic', got {loss.name!r}; use "
             "loss='squared' or another algorithm."
         )
-    if est.max_iter is not None:
-        max_iter = est.max_iter
-    else:
-        max_iter = "auto"
     return approximate_objective_perturbation(
         design,
         target,
@@ -98,7 +94,7 @@ def _run_objective_perturbation(est, design, target, loss, n_classes, budget, C,
         l2_penalty=est._l2_penalty(budget.n_samples),
         lam_obj="auto",
         opt_tol=est.tol,
-        max_iter=max_iter,
+        max_iter="auto" if est.max_iter is None else est.max_iter,
         rng=rng,
     )
 

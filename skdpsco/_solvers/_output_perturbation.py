@@ -294,7 +294,10 @@ def _objective(design, y, loss, l2_penalty, shape):
     def value_and_grad(w):
         W = w.reshape(shape)
         Z = design.predict(W)
-        value = float(np.mean(loss.value(Z, y))) + 0.5 * l2_penalty * float(w @ w)
+        # The value is reported, never used by the solver: an extreme target may
+        # overflow it (Huber with |y| ~ 1e300) while the gradient stays bounded.
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = float(np.mean(loss.value(Z, y))) + 0.5 * l2_penalty * float(w @ w)
         grad = design.weighted_sum(loss.derivative(Z, y)).ravel()
         # In place: at d = 10^6 every temporary vector is a third of X's size.
         grad /= n

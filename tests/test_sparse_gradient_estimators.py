@@ -1,0 +1,408 @@
+"""SparseGradientDPRegressor / SparseGradientDPClassifier: limits, inputs, scale."""
+
+import math
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import optimize
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import Normalizer
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skdpsco._estimators._sparse_gradient import (
+    SparseGradientDPClassifier,
+    SparseGradientDPRegressor,
+)
+from skdpsco._losses import get_loss
+from skdpsco._sparse_rows import enforce_row_bounds, row_l1_l2_norms
+from skdpsco.exceptions import PrivacyLeakWarning
+from skdpsco.privacy._params import _non_private_testing_mode
+
+ALGORITHMS = sorted(
+    SparseGradientDPRegressor._parameter_constraints["algorithm"][0].options
+)
+
+
+def _sparse_regression(n=400, d=60, nnz=4, seed=0, scale=1.0):
+    rng = np.random.default_rng(seed)
+    cols = np.stack([rng.choice(d, nnz, replace=False) for _ in range(n)])
+    vals = scale * rng.normal(size=(n, nnz)) / math.sqrt(nnz)
+    X = sp.csr_matrix(
+        (vals.ravel(), cols.ravel(), np.arange(0, n * nnz + 1, nnz)), shape=(n, d)
+    )
+    y = np.asarray(X @ rng.normal(size=d)).ravel() + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def _with_ones(X):
+    X = X.toarray() if sp.issparse(X) else np.asarray(X)
+    return np.hstack([X, np.ones((X.shape[0], 1))])
+
+
+# ------------------------------------------------ epsilon -> inf limits (sklearn)
+
+
+def _huber_reference(Xe, y, alpha, fit_intercept, threshold):
+    Xt = _with_ones(Xe) if fit_intercept else Xe.toarray()
+    loss = get_loss("huber", threshold=threshold)
+
+    def f(w):
+        z = Xt @ w
+        grad = Xt.T @ loss.derivative(z, y) / len(y) + alpha * w
+        return np.mean(loss.value(z, y)) + alpha / 2 * w @ w, grad
+
+    res = optimize.minimize(
+        f,
+        np.zeros(Xt.shape[1]),
+        jac=True,
+        method="L-BFGS-B",
+        options=dict(gtol=1e-12, ftol=1e-15, maxiter=10_000),
+    )
+    return res.x
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "dense"])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_huber_limit_equals_the_scipy_minimiser_on_the_enforced_rows(
+    fmt, fit_intercept
+):
+    X, y = _sparse_regression(scale=3.0)  # many rows exceed row_norm_bound = 1
+    Xe = enforce_row_bounds(X, sparsity=3, row_norm_bound=1.0, method="clip_l1")
+    ref = _huber_reference(Xe, y, 0.05, fit_intercept, 0.7)
+    Xin = {"csr": X, "csc": X.tocsc(), "dense": X.toarray()}[fmt]
+    with _non_private_testing_mode():
+        est = SparseGradientDPRegressor(
+            epsilon=np.inf,
+            alpha=0.05,
+            huber_delta=0.7,
+            sparsity=3,
+            fit_intercept=fit_intercept,
+            tol=1e-5,
+        ).fit(Xin, y)
+    got = np.append(est.coef_, est.intercept_) if fit_intercept else est.coef_
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+
+
+def test_squared_error_limit_equals_ridge_with_a_penalised_intercept():
+    X, y = _sparse_regression()
+    y = np.clip(y, -2.0, 2.0)
+    n = X.shape[0]
+    Xe = enforce_row_bounds(X, sparsity=None, row_norm_bound=1.0)
+    ref = Ridge(alpha=0.05 * n, fit_intercept=False, tol=1e-12).fit(_with_ones(Xe), y)
+    with _non_private_testing_mode():
+        est = SparseGradientDPRegressor(
+            epsilon=np.inf,
+            alpha=0.05,
+            loss="squared_error",
+            target_bound=2.0,
+            coef_norm_bound=100.0,
+            tol=1e-6,
+        ).fit(X, y)
+    np.testing.assert_allclose(
+        np.append(est.coef_, est.intercept_), ref.coef_, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_classifier_limit_equals_logistic_regression(n_classes, fit_intercept):
+    X, score = _sparse_regression(n=300, d=40, seed=1)
+    y = np.digitize(score, np.quantile(score, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    C = 2.0
+    Xe = enforce_row_bounds(X, sparsity=None, row_norm_bound=1.0)
+    Xt = _with_ones(Xe) if fit_intercept else Xe
+    ref = LogisticRegression(C=C, fit_intercept=False, tol=1e-12, max_iter=20_000)
+    ref.fit(Xt, y)
+    with _non_private_testing_mode():
+        est = SparseGradientDPClassifier(
+            epsilon=np.inf, C=C, fit_intercept=fit_intercept, tol=1e-6
+        ).fit(X, y)
+    got = (
+        np.hstack([est.coef_, est.intercept_[:, None]]) if fit_intercept else est.coef_
+    )
+    np.testing.assert_allclose(got, ref.coef_, atol=1e-4)
+    np.testing.assert_allclose(est.predict_proba(X), ref.predict_proba(Xt), atol=1e-5)
+
+
+@pytest.mark.parametrize("algorithm", ["projection_gd", "l1_recovery_gd"])
+def test_gradient_descent_limits_reach_the_unpenalised_intercept_minimiser(algorithm):
+    X, y = _sparse_regression(n=200, d=10, nnz=3)
+    with _non_private_testing_mode():
+        est = SparseGradientDPRegressor(
+            epsilon=np.inf, alpha=0.5, algorithm=algorithm, max_iter=400
+        ).fit(X, y)
+    Xt = _with_ones(enforce_row_bounds(X, sparsity=None, row_norm_bound=1.0))
+    loss = get_loss("huber", threshold=1.0)
+    mask = np.append(np.ones(10), 0.0)  # the GD solvers leave the intercept free
+
+    def f(w):
+        z = Xt @ w
+        grad = Xt.T @ loss.derivative(z, y) / len(y) + 0.5 * mask * w
+        return np.mean(loss.value(z, y)) + 0.25 * (mask * w) @ w, grad
+
+    ref = optimize.minimize(f, np.zeros(11), jac=True, method="L-BFGS-B").x
+    np.testing.assert_allclose(np.append(est.coef_, est.intercept_), ref, atol=1e-4)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("Est", [SparseGradientDPRegressor, SparseGradientDPClassifier])
+def test_every_algorithm_runs_within_its_budget(Est, algorithm):
+    X, score = _sparse_regression(n=120, d=3, nnz=2)
+    y = score if Est is SparseGradientDPRegressor else (score > 0).astype(int)
+    # Boosting: confidence 0.9 gives gamma = 1/2, about 2 runs (accuracy only).
+    extra = dict(confidence=0.9) if algorithm == "boosted_sgd" else {}
+    est = Est(algorithm=algorithm, epsilon=1.0, random_state=0, **extra).fit(X, y)
+    assert est.privacy_spent_.epsilon <= 1.0 + 1e-9
+    assert est.privacy_spent_.delta <= 1e-5
+    assert np.all(np.isfinite(est.coef_)) and np.all(np.isfinite(est.intercept_))
+    assert est.predict(X).shape == (120,)
+
+
+# ------------------------------------------------------------ row enforcement
+
+
+@pytest.mark.parametrize("method", ["clip_l1", "truncate"])
+@pytest.mark.parametrize("fmt", ["csr", "csc", "dense"])
+def test_enforced_rows_satisfy_the_declared_bounds(method, fmt):
+    rng = np.random.default_rng(0)
+    D = rng.standard_cauchy(size=(80, 25)) * (rng.random((80, 25)) < 0.4)
+    D[0] = 1e300  # huge dense row
+    D[1] = 0.0
+    X = {"csr": sp.csr_matrix, "csc": sp.csc_matrix, "dense": np.asarray}[fmt](D)
+    X_before = X.copy()
+    out = enforce_row_bounds(X, sparsity=3, row_norm_bound=2.0, method=method)
+    l1, l2 = row_l1_l2_norms(out)
+    assert np.all(l2 <= 2.0 * (1 + 1e-12))
+    assert np.all(l1 <= 2.0 * math.sqrt(3) * (1 + 1e-12))
+    dense = out.toarray() if sp.issparse(out) else out
+    if method == "truncate":
+        assert (dense != 0).sum(axis=1).max() <= 3
+    assert np.all(np.isfinite(dense)) and np.abs(dense[0]).max() > 0
+    # The input is never modified.
+    before = X_before.toarray() if sp.issparse(X) else X_before
+    after = X.toarray() if sp.issparse(X) else X
+    np.testing.assert_array_equal(after, before)
+
+
+def test_enforcement_is_a_per_row_map_identical_across_formats_and_chunks(monkeypatch):
+    import skdpsco._sparse_rows as rows_module
+
+    rng = np.random.default_rng(1)
+    D = rng.normal(size=(60, 20)) * (rng.random((60, 20)) < 0.5)
+    D[:, 7] = 1.0  # many ties: truncation breaks them by column index
+    ref = enforce_row_bounds(D, sparsity=4, row_norm_bound=1.5, method="truncate")
+    monkeypatch.setattr(rows_module, "_CHUNK_ENTRIES", 7)
+    for X in (sp.csr_matrix(D), sp.csc_matrix(D)):
+        out = enforce_row_bounds(X, sparsity=4, row_norm_bound=1.5, method="truncate")
+        np.testing.assert_allclose(out.toarray(), ref, rtol=1e-15, atol=1e-15)
+    # Per-row: the map of a subset of rows is the subset of the map.
+    sub = enforce_row_bounds(D[10:20], sparsity=4, row_norm_bound=1.5)
+    full = enforce_row_bounds(D, sparsity=4, row_norm_bound=1.5)
+    np.testing.assert_array_equal(sub, full[10:20])
+    # Ties: row with equal magnitudes keeps the smallest column indices.
+    tie = np.ones((1, 6))
+    kept = enforce_row_bounds(tie, sparsity=2, row_norm_bound=10.0, method="truncate")
+    np.testing.assert_array_equal(np.flatnonzero(kept[0]), [0, 1])
+
+
+def test_duplicates_and_explicit_zeros_give_the_canonical_result():
+    data = np.array([1.0, 2.0, 0.0, 3.0, 4.0, 0.0])
+    rows = np.array([0, 0, 0, 1, 1, 1])
+    cols = np.array([2, 2, 5, 0, 1, 3])
+    X = sp.coo_matrix((data, (rows, cols)), shape=(2, 6)).tocsr(copy=False)
+    X.has_canonical_format = False  # duplicates kept as stored
+    X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(2, 6))
+    canonical = X.copy()
+    canonical.sum_duplicates()
+    canonical.eliminate_zeros()
+    for method in ("clip_l1", "truncate"):
+        a = enforce_row_bounds(X, sparsity=1, row_norm_bound=1.0, method=method)
+        b = enforce_row_bounds(canonical, sparsity=1, row_norm_bound=1.0, method=method)
+        np.testing.assert_array_equal(a.toarray(), b.toarray())
+
+
+def test_intercept_counts_toward_sparsity_and_norm():
+    X, y = _sparse_regression(n=100, d=20, nnz=3)
+    a = SparseGradientDPRegressor(sparsity=3, delta=0.0, alpha=0.1).fit(X, y)
+    b = SparseGradientDPRegressor(
+        sparsity=3, delta=0.0, alpha=0.1, fit_intercept=False
+    ).fit(X, y)
+    C_a, C_b = math.hypot(1 + 1e-12, 1), 1 + 1e-12
+
+    # Laplace scale ~ sqrt(s_eff) L (2H/lambda + 1) + sqrt(p) tol term.
+    def scale(C, s, p):
+        L, H, lam, n = C, C**2, 0.1, 100
+        tol_w = 1e-3 * 2 * L / (lam * n)
+        return (2 * math.sqrt(2 * s) * L / (lam * n)) * (
+            2 * H / lam + 1
+        ) + 2 * math.sqrt(p) * tol_w
+
+    assert a.noise_scale_ == pytest.approx(scale(C_a, 4, 21), rel=1e-12)
+    assert b.noise_scale_ == pytest.approx(scale(C_b, 3, 20), rel=1e-12)
+
+
+def test_predict_applies_the_same_row_map():
+    X, y = _sparse_regression(n=100, d=20, nnz=3)
+    est = SparseGradientDPRegressor(row_norm_bound=0.5, random_state=0).fit(X, y)
+    big = X * 100.0
+    Xe = enforce_row_bounds(big, sparsity=None, row_norm_bound=0.5)
+    np.testing.assert_allclose(
+        est.predict(big), Xe @ est.coef_ + est.intercept_, rtol=1e-12
+    )
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def _data():
+    return _sparse_regression(n=60, d=8, nnz=2)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(epsilon=-1.0), "epsilon"),
+        (dict(epsilon=float("nan")), "epsilon"),
+        (dict(epsilon=True), "epsilon"),
+        (dict(epsilon=np.inf), "epsilon"),
+        (dict(delta=1.0), "delta"),
+        (dict(delta=-1e-3), "delta"),
+        (dict(delta=float("nan")), "delta"),
+        (dict(sparsity=0), "sparsity"),
+        (dict(sparsity=9), "sparsity=9 exceeds n_features=8"),
+        (dict(row_norm_bound=np.inf), "row_norm_bound"),
+        (dict(loss="squared_error"), "target_bound"),
+        (dict(loss="squared_error", target_bound=1.0, delta=0.0), "delta=0"),
+        (dict(algorithm="l1_recovery_gd", delta=0.0), "delta"),
+        (dict(algorithm="bias_reduced_sgd", delta=0.0), "delta"),
+        (dict(algorithm="boosted_sgd", epsilon=1e-5, delta=1e-5), "epsilon"),
+        (dict(alpha=0.0), "alpha"),
+        (dict(tol=1.0), "tol"),
+    ],
+)
+def test_bad_parameters_raise_and_change_nothing(params, match):
+    X, y = _data()
+    est = SparseGradientDPRegressor(random_state=0).fit(X, y)
+    before = {k: v for k, v in vars(est).items()}
+    coef = est.coef_.copy()
+    est.set_params(**params)
+    with pytest.raises(ValueError, match=match):
+        est.fit(X, y)
+    assert set(vars(est)) == set(before)
+    np.testing.assert_array_equal(est.coef_, coef)
+    assert est.privacy_spent_ is before["privacy_spent_"]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("fmt", ["csr", "dense"])
+def test_non_finite_input_is_rejected(bad, fmt):
+    X, y = _data()
+    X = X.tolil()
+    X[3, 2] = bad
+    X = X.tocsr() if fmt == "csr" else X.toarray()
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        SparseGradientDPRegressor().fit(X, y)
+    y_bad = y.copy()
+    y_bad[0] = bad
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        SparseGradientDPRegressor().fit(_data()[0], y_bad)
+
+
+def test_single_class_is_rejected():
+    X, _ = _data()
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        SparseGradientDPClassifier().fit(X, np.zeros(X.shape[0]))
+
+
+def test_refusals_name_the_size_limit():
+    X, y = _sparse_regression(n=100, d=20, nnz=2)
+    with pytest.raises(ValueError, match="MAX_DIM=10"):
+        SparseGradientDPRegressor(algorithm="sparse_exponential").fit(X, y)
+    # n = 3000, p = 1e6 + 1, s = 2: Algorithm 2 needs m ~ 1e3 measurements, a
+    # 1e3 x 1e6 matrix (1e9 entries > 2e8): refused from the sizes alone.
+    rng = np.random.default_rng(0)
+    cols = rng.integers(0, 1_000_000, size=3000)
+    big = sp.csr_matrix((np.ones(3000), cols, np.arange(3001)), shape=(3000, 1_000_000))
+    yb = rng.normal(size=3000)
+    with pytest.raises(ValueError, match="MAX_MEASUREMENT_ENTRIES"):
+        SparseGradientDPRegressor(algorithm="l1_recovery_gd", sparsity=1).fit(big, yb)
+
+
+def test_delta_above_one_over_n_warns():
+    X, y = _data()
+    with pytest.warns(PrivacyLeakWarning):
+        SparseGradientDPRegressor(delta=0.1).fit(X, y)
+
+
+# ---------------------------------------------------------------------- scale
+
+
+def test_fit_on_a_million_column_csr_matrix_without_densifying():
+    # A dense copy would need n * d * 8 = 160 GB. benchmarks/sparse.py runs the
+    # full n = 100,000 size and measures time and peak memory.
+    n, d, k = 20_000, 1_000_000, 20
+    rng = np.random.default_rng(0)
+    # One-hot style: 20 fields of 50,000 values, rows scaled to unit norm.
+    cols = (np.arange(k) * (d // k))[None, :] + rng.integers(0, d // k, size=(n, k))
+    X = sp.csr_matrix(
+        (np.full(n * k, 1 / math.sqrt(k)), cols.ravel(), np.arange(0, n * k + 1, k)),
+        shape=(n, d),
+    )
+    y = np.asarray(X @ rng.normal(size=d)).ravel() + 0.1 * rng.normal(size=n)
+    est = SparseGradientDPRegressor(sparsity=k, delta=1e-6, random_state=0)
+    est.fit(X, y)
+    assert est.coef_.shape == (d,)
+    assert est.predict(X[:5]).shape == (5,)
+    # Prediction noise <xi, x> has std sigma ||x~||, independent of d.
+    assert est.noise_scale_ < 0.02
+
+
+# -------------------------------------------------------- scikit-learn citizen
+
+
+@parametrize_with_checks(
+    [
+        SparseGradientDPRegressor(random_state=0),
+        SparseGradientDPClassifier(random_state=0),
+    ]
+)
+def test_sklearn_common_checks(estimator, check):
+    with np.errstate(divide="raise", over="raise", invalid="raise", under="ignore"):
+        check(estimator)
+
+
+@pytest.mark.parametrize("Est", [SparseGradientDPRegressor, SparseGradientDPClassifier])
+def test_formats_seeds_clone_pickle_pipeline(Est):
+    X, score = _sparse_regression(n=150, d=30, nnz=3)
+    y = (
+        score
+        if Est is SparseGradientDPRegressor
+        else np.array(["a", "b"])[(score > 0).astype(int)]
+    )
+    fits = [
+        Est(sparsity=3, random_state=7).fit(Xf, y).coef_
+        for Xf in (X, X.tocsc(), X.toarray())
+    ]
+    np.testing.assert_allclose(fits[0], fits[1], rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(fits[0], fits[2], rtol=1e-12, atol=1e-13)
+    a = Est(random_state=None).fit(X, y).coef_
+    b = Est(random_state=None).fit(X, y).coef_
+    assert not np.array_equal(a, b)
+    est = Est(sparsity=3, random_state=7).fit(X, y)
+    np.testing.assert_array_equal(
+        pickle.loads(pickle.dumps(est)).predict(X), est.predict(X)
+    )
+    assert clone(est).get_params() == est.get_params()
+    pipe = make_pipeline(Normalizer(), Est(random_state=0)).fit(X, y)
+    assert pipe.predict(X).shape == (150,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grid = {"alpha" if Est is SparseGradientDPRegressor else "C": ["auto", 1.0]}
+        GridSearchCV(Est(random_state=0), grid, cv=2).fit(X, y)

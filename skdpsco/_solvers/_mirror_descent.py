@@ -193,6 +193,25 @@ def _weighted_sum(design, C, scales):
     return out
 
 
+#: Entries per dense block of rows walked by the one-record-at-a-time loops.
+_DENSE_BLOCK_ENTRIES = 2**20
+
+
+def _clipped_dense_rows(design, rows, scales, y):
+    """Yield ``(s_i x_i, y_i)`` for ``rows`` as dense blocks of bounded size.
+
+    Sequential (one record per step) methods read rows one at a time; a dense block
+    avoids per-row sparse indexing and never holds more than ``2**20`` entries.
+    """
+    step = max(1, _DENSE_BLOCK_ENTRIES // max(design.n_features, 1))
+    for start in range(0, len(rows), step):
+        block = rows[start : start + step]
+        X_block = design.subset(block).X
+        if sp.issparse(X_block):
+            X_block = X_block.toarray()
+        yield np.asarray(X_block, dtype=float) * scales[block][:, None], y[block]
+
+
 def _param_shape(design, loss, n_classes):
     K = loss.n_outputs(n_classes)
     return (design.dim,) if K == 1 else (design.dim, K)
@@ -432,6 +451,7 @@ def phased_dp_sgd(
     scales = _clip_scales(design, q, feature_norm_bound)
     order = rng.permutation(n)  # utility only; privacy needs no shuffling here
     w = np.zeros(shape)
+    d_x = design.n_features
     start = 0
     n_steps = 0
     for i in range(1, max(1, math.ceil(math.log2(n))) + 1):
@@ -441,14 +461,16 @@ def phased_dp_sgd(
         eta_i = eta / 4.0**i
         rows = order[start : start + n_i]
         start += n_i
-        batch = design.subset(rows)
-        s = scales[rows]
         w_sum = np.zeros(shape)
-        for j in range(n_i):
-            one = batch.subset([j])
-            U = loss.derivative(_predict(one, w, s[j : j + 1]), y[rows[j : j + 1]])
-            w = w - eta_i * _weighted_sum(one, U, s[j : j + 1])
-            w_sum += w
+        for X_chunk, y_chunk in _clipped_dense_rows(design, rows, scales, y):
+            for x, y_j in zip(X_chunk, y_chunk, strict=True):
+                # One SGD step on one (clipped) record: the gradient is u (outer) x~.
+                z = x @ w[:d_x] + (w[d_x] if design.fit_intercept else 0.0)
+                U = loss.derivative(np.asarray(z)[None], np.asarray([y_j]))[0]
+                w[:d_x] -= eta_i * np.multiply.outer(x, U)
+                if design.fit_intercept:
+                    w[d_x] -= eta_i * U
+                w_sum += w
         n_steps += n_i
         # Sensitivity 2 L eta_i (docstring); sigma_i = ratio * 2 L eta_i.
         w = w_sum / n_i + gaussian_noise(rng, ratio * 2.0 * L * eta_i, shape)

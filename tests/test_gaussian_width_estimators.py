@@ -247,7 +247,9 @@ def test_coef_lies_in_the_set(algorithm, constraint):
         assert reg.privacy_spent_.delta <= 1e-5
 
 
-@pytest.mark.parametrize("algorithm", ["mirror_descent", "phased_sgd", "auto"])
+@pytest.mark.parametrize(
+    "algorithm", ["mirror_descent", "phased_sgd", "objective_perturbation", "auto"]
+)
 def test_multiclass_coef_lies_in_the_set(algorithm):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(150, 4))
@@ -411,8 +413,6 @@ def test_classifier_refusals():
     with pytest.raises(ValueError, match="at least 2 classes"):
         GaussianWidthDPClassifier().fit(X, np.zeros(60))
     y3 = rng.integers(0, 3, 60)
-    with pytest.raises(ValueError, match="two\\s+classes only"):
-        GaussianWidthDPClassifier(algorithm="objective_perturbation").fit(X, y3)
     with pytest.raises(ValueError, match="ridge"):
         GaussianWidthDPClassifier(algorithm="phased_sgd", C=1.0).fit(X, y3 > 0)
     with pytest.raises(ValueError, match="not in the public 'classes'"):
@@ -436,8 +436,10 @@ def test_auto_resolves_from_public_parameters_only():
     same(dict(epsilon=3.0), "objective_perturbation", GaussianWidthDPClassifier, yb)
     y3 = np.digitize(y, [-0.3, 0.3])
     same({}, "phased_sgd", GaussianWidthDPClassifier, y3)
-    with pytest.raises(ValueError, match="epsilon <= 1"):
-        GaussianWidthDPClassifier(epsilon=2.0).fit(X, y3)
+    # Several classes: objective perturbation (multinomial constants) is the only
+    # algorithm proven for epsilon > 1 and the only one with a ridge.
+    same(dict(epsilon=2.0), "objective_perturbation", GaussianWidthDPClassifier, y3)
+    same(dict(C=1.0), "objective_perturbation", GaussianWidthDPClassifier, y3)
 
 
 def test_objective_perturbation_convex_mode_limit_uses_theorem_2_regulariser():
@@ -468,3 +470,73 @@ def test_objective_perturbation_convex_mode_limit_uses_theorem_2_regulariser():
         1.0 / (np.linalg.norm(Xc, 2) ** 2 / n),
     )
     assert np.linalg.norm(est.coef_ - erm) > 1e-3  # the regulariser is really there
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 4.0])
+@pytest.mark.parametrize("constraint", ["l1", "l2", "group_l1"])
+def test_multiclass_objective_perturbation_fits(epsilon, constraint):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2000, 6)) / 2
+    W = np.array([[2.0, 0, -2.0], [0, 1.5, -1.5]] + [[0.0, 0.0, 0.0]] * 4)
+    y = np.array(["a", "b", "c"])[np.argmax(X @ W + rng.gumbel(size=(2000, 3)), 1)]
+    params = {"groups": [0, 0, 1, 1, 2, 2]} if constraint == "group_l1" else {}
+    clf = GaussianWidthDPClassifier(
+        algorithm="objective_perturbation",
+        epsilon=epsilon,
+        constraint=constraint,
+        radius=3.0,
+        fit_intercept=True,
+        intercept_bound=0.5,
+        random_state=0,
+        **params,
+    ).fit(X, y)
+    assert clf.coef_.shape == (3, 6) and clf.intercept_.shape == (3,)
+    C = make_constraint(constraint, 6, 3.0, **params)
+    # The set constrains the (n_features, n_classes) matrix (coef_ transposed).
+    assert C.contains(clf.coef_.T, tol=1e-10)
+    assert np.all(np.abs(clf.intercept_) <= 0.5)
+    assert 0 < clf.privacy_spent_.epsilon <= epsilon * (1 + 1e-12)
+    assert clf.privacy_spent_.delta <= 1e-5
+    np.testing.assert_allclose(clf.predict_proba(X).sum(axis=1), 1.0)
+    # Better than chance (1/3) on this well-separated problem.
+    assert clf.score(X, y) > 0.5
+
+
+def test_multiclass_objective_perturbation_limit_matches_scipy():
+    # Non-private limit with the ridge of C: argmin over the Frobenius ball of
+    # mean multinomial loss + ||W||_F^2 / (2 C n) (intercept included).
+    rng = np.random.default_rng(4)
+    n, d, K = 400, 4, 3
+    X = rng.normal(size=(n, d))
+    y = np.argmax(X @ rng.normal(size=(d, K)) * 2 + rng.gumbel(size=(n, K)), 1)
+    with _non_private_testing_mode():
+        clf = GaussianWidthDPClassifier(
+            epsilon=np.inf,
+            algorithm="objective_perturbation",
+            constraint="l2",
+            radius=1.2,
+            C=0.02,
+            feature_norm_bound=2.0,
+        ).fit(X, y)
+    Xc = _clip_rows(X, 2.0)
+    Y = np.eye(K)[y]
+    lam = 1.0 / (0.02 * n)
+
+    def fun(w):
+        Wm = w.reshape(d, K)
+        Z = Xc @ Wm
+        value = np.mean(special.logsumexp(Z, axis=1) - (Z * Y).sum(1))
+        grad = Xc.T @ (special.softmax(Z, axis=1) - Y) / n + lam * Wm
+        return value + lam / 2 * w @ w, grad.ravel()
+
+    cons = {"type": "ineq", "fun": lambda w: 1.2**2 - w @ w, "jac": lambda w: -2 * w}
+    ref = optimize.minimize(
+        fun,
+        np.zeros(d * K),
+        jac=True,
+        constraints=[cons],
+        method="SLSQP",
+        options={"ftol": 1e-16, "maxiter": 2000},
+    ).x.reshape(d, K)
+    assert np.linalg.norm(ref) == pytest.approx(1.2, abs=1e-8)  # the ball binds
+    np.testing.assert_allclose(clf.coef_.T, ref, atol=1e-6)

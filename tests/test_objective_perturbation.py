@@ -211,3 +211,276 @@ def test_non_private_limit(loss_name, ball):
     )
     assert np.linalg.norm(res.coef - ref.w) <= 1e-6
     assert PrivacySpent.from_records(res.records, 1e-5).epsilon == math.inf
+
+
+# ------------------------------------------------- multinomial loss (K >= 3 classes)
+
+
+def _multiclass(n=600, d=6, K=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * 1.2 / np.sqrt(d)  # some rows exceed R_z = 1
+    B = rng.standard_normal((d, K)) * 3.0
+    bias = np.linspace(1.5, -1.5, K)  # unbalanced classes: the intercept bound binds
+    y = np.argmax(X @ B + bias + rng.gumbel(size=(n, K)), axis=1)
+    return X, y
+
+
+def test_multinomial_sigma1_vector_and_monotone_in_K():
+    from scipy import stats
+
+    def expected(eps, delta, K, L=1.0):
+        # chi_{2K} tail of the projection of G onto span{e_k x~, e_k x~'}.
+        t = math.sqrt(stats.chi2.isf(delta / 2, 2 * K))
+        derived = L * (4 * t + 4 * math.sqrt(t * t + eps / 2)) / eps
+        paper = math.sqrt(128 * math.log(2.5 / delta)) * L / eps
+        return max(derived, paper) if eps <= 1 else derived
+
+    # Test vector (L = 1, delta = 1e-5): K = 3 -> chi_6, t = 5.8878.
+    for eps, value in ((0.5, 94.3750), (1.0, 47.2720), (4.0, 11.9431)):
+        got = objp._sigma1(1.0, eps, 1e-5, 6)
+        assert got == pytest.approx(value, abs=1e-3)
+        assert got == pytest.approx(expected(eps, 1e-5, 3), rel=1e-12)
+    # K = 3 at eps = 1: the chi_6 calibration exceeds the paper's constant 39.887.
+    assert objp._sigma1(1.0, 1.0, 1e-5, 6) > math.sqrt(128 * math.log(2.5e5))
+    # One output (m = 2): unchanged, the paper's constant at eps <= 1.
+    assert objp._sigma1(2.0, 1.0, 1e-5, 2) == pytest.approx(79.7732, abs=1e-4)
+    for eps in (0.3, 1.0, 4.0):
+        for delta in (1e-3, 1e-8):
+            s = [objp._sigma1(1.0, eps, delta, 2 * K) for K in range(2, 11)]
+            assert all(b > a for a, b in zip(s, s[1:], strict=False))
+            assert s[1] == pytest.approx(expected(eps, delta, 3), rel=1e-12)
+    # Jacobian floor r = 2k with k = K - 1 (beta = 1/2 for unit rows).
+    k = _constants(hessian_rank=4, gradient_span_dim=10, smoothness=0.5, n=1000)
+    assert k["c_priv"] == pytest.approx(2 * 4 * 0.5 / (1.0 * 1000))
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_multinomial_noise_drawn_with_stated_std(monkeypatch, fit_intercept):
+    from scipy import stats
+
+    drawn = []
+    real = objp.gaussian_noise
+
+    def spy(rng, sigma, size=None):
+        out = real(rng, sigma, size)
+        drawn.append((sigma, size, out))
+        return out
+
+    monkeypatch.setattr(objp, "gaussian_noise", spy)
+    K, d = 4, 200
+    X, y = _multiclass(n=3000, d=d, K=K, seed=1)
+    design = LinearDesign(X, fit_intercept)
+    C = L1Ball(2.0, n_features=d)
+    res = objp.approximate_objective_perturbation(
+        design,
+        y,
+        get_loss("multinomial"),
+        C,
+        epsilon=2.0,
+        delta=1e-6,
+        n_classes=K,
+        rng=np.random.default_rng(7),
+    )
+    R = math.hypot(1.0, 1.0) if fit_intercept else 1.0
+    L = math.sqrt(2.0) * R
+    (s1, shape1, G), (s2, shape2, H) = drawn
+    assert shape1 == shape2 == (design.dim, K) == res.coef.shape
+    assert s1 == pytest.approx(objp._sigma1(L, 2.0, 1e-6, 2 * K), rel=1e-12)
+    # Both draws have the stated std: (N - 1) s^2 / sigma^2 ~ chi^2_{N-1}.
+    for sigma, noise in ((s1, G), (s2, H)):
+        N = noise.size
+        stat = (N - 1) * noise.var(ddof=1) / sigma**2
+        assert stats.chi2.ppf(1e-4, N - 1) < stat < stats.chi2.ppf(1 - 1e-4, N - 1)
+        assert abs(noise.mean()) < 4 * sigma / math.sqrt(N)
+    spent = PrivacySpent.from_records(res.records, 1e-6)
+    assert 1.8 < spent.epsilon <= 2.0 and spent.delta <= 1e-6
+    assert [r.epsilon for r in res.records[:1]] == [1.0]
+
+
+def test_multinomial_jacobian_floor_and_constants(monkeypatch):
+    captured = {}
+    real = objp.objective_perturbation_constants
+
+    def spy(**kw):
+        captured.update(kw)
+        return real(**kw)
+
+    monkeypatch.setattr(objp, "objective_perturbation_constants", spy)
+    K, d, n = 5, 8, 400
+    X, y = _multiclass(n=n, d=d, K=K)
+    objp.approximate_objective_perturbation(
+        LinearDesign(X, True),
+        y,
+        get_loss("multinomial"),
+        L2Ball(1.0, n_features=d),
+        epsilon=0.5,
+        delta=1e-5,
+        lam_obj=1e-12,
+        intercept_bound=0.5,
+        n_classes=K,
+        rng=np.random.default_rng(0),
+    )
+    assert captured["hessian_rank"] == K - 1
+    assert captured["gradient_span_dim"] == 2 * K
+    assert captured["lipschitz"] == pytest.approx(math.sqrt(2) * math.sqrt(2))
+    assert captured["smoothness"] == pytest.approx(0.5 * 2.0)
+    assert captured["dim"] == (d + 1) * K
+    # Frobenius geometry of C x [-B, B]^K.
+    assert captured["r_max"] == pytest.approx(math.hypot(1.0, 0.5 * math.sqrt(K)))
+    assert captured["diameter"] == pytest.approx(math.hypot(2.0, 1.0 * math.sqrt(K)))
+    # The tiny lam_obj is clamped up to 2 (K - 1) beta / (eps n).
+    k = real(**captured)
+    assert k["c_tot"] == pytest.approx(2 * (K - 1) * 1.0 / (0.5 * n))
+
+
+def _split_l1_reference(fun_W, d, K, dim, R, B):
+    """scipy SLSQP on W = U - V (U, V >= 0, sum(U + V) <= R on the first d rows)."""
+    from scipy import optimize
+
+    m = dim * K
+
+    def unpack(x):
+        return (x[:m] - x[m:]).reshape(dim, K)
+
+    def fun(x):
+        value, grad = fun_W(unpack(x))
+        g = grad.ravel()
+        return value, np.concatenate([g, -g])
+
+    feat = np.zeros(m, dtype=bool)
+    feat.reshape(dim, K)[:d] = True
+    mask = np.concatenate([feat, feat]).astype(float)
+    cons = [{"type": "ineq", "fun": lambda x: R - mask @ x, "jac": lambda x: -mask}]
+    bounds = [(0, None if f else B) for f in np.concatenate([feat, feat])]
+    res = optimize.minimize(
+        fun,
+        np.zeros(2 * m),
+        jac=True,
+        bounds=bounds,
+        constraints=cons,
+        method="SLSQP",
+        options={"ftol": 1e-16, "maxiter": 5000},
+    )
+    return unpack(res.x)
+
+
+@pytest.mark.parametrize("ball", ["l1", "l2"])
+def test_multinomial_non_private_limit_matches_scipy(ball):
+    """eps = inf: the output is argmin_{W[:d] in C, |b| <= B} L^(W) + c ||W||_F^2,
+    solved independently with scipy (SLSQP) on the clipped data."""
+    from scipy import optimize, special
+
+    K, d, n, R, B, c = 3, 5, 500, 1.0, 0.2, 0.01
+    X, y = _multiclass(n=n, d=d, K=K, seed=3)
+    C = (L1Ball if ball == "l1" else L2Ball)(R, n_features=d)
+    res = objp.approximate_objective_perturbation(
+        LinearDesign(X, True),
+        y,
+        get_loss("multinomial"),
+        C,
+        epsilon=math.inf,
+        delta=1e-5,
+        intercept_bound=B,
+        lam_obj=c,
+        n_classes=K,
+        rng=np.random.default_rng(0),
+    )
+    Xc = X / np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    Xa = np.hstack([Xc, np.ones((n, 1))])
+    Y = np.eye(K)[y]
+
+    def fun_W(W):
+        Z = Xa @ W
+        value = np.mean(special.logsumexp(Z, axis=1) - (Z * Y).sum(axis=1))
+        grad = Xa.T @ (special.softmax(Z, axis=1) - Y) / n
+        return value + c * np.sum(W * W), grad + 2 * c * W
+
+    if ball == "l1":
+        ref = _split_l1_reference(fun_W, d, K, d + 1, R, B)
+    else:
+        cons = {
+            "type": "ineq",
+            "fun": lambda x: R**2 - np.sum(x.reshape(d + 1, K)[:d] ** 2),
+            "jac": lambda x: np.concatenate([-2 * x[: d * K], np.zeros(K)]),
+        }
+        bounds = [(None, None)] * (d * K) + [(-B, B)] * K
+        ref = optimize.minimize(
+            lambda x: tuple(
+                a.ravel() if i else a for i, a in enumerate(fun_W(x.reshape(d + 1, K)))
+            ),
+            np.zeros((d + 1) * K),
+            jac=True,
+            bounds=bounds,
+            constraints=[cons],
+            method="SLSQP",
+            options={"ftol": 1e-16, "maxiter": 5000},
+        ).x.reshape(d + 1, K)
+    # The constraint and the intercept bound are active (a meaningful check).
+    assert C.violation(ref[:d] * 1.01) > 0
+    assert np.max(np.abs(ref[d])) == pytest.approx(B, abs=1e-9)
+    assert res.coef.shape == (d + 1, K)
+    assert np.linalg.norm(res.coef - ref) <= 1e-6
+    assert C.contains(res.coef[:d], tol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("l2", {}),
+        ("l1", {}),
+        ("lp", {"p": 1.5}),
+        ("lp", {"p": 3.0}),
+        ("box", {}),
+        ("simplex", {}),
+        ("group_l1", {"groups": [0, 0, 1, 1, 2, 2]}),
+        ("k_sparse", {"k": 2}),
+    ],
+)
+def test_multinomial_coef_in_set_and_matrix_convention(name, params):
+    from skdpsco._constraints import make_constraint
+
+    K, d = 3, 6
+    X, y = _multiclass(n=400, d=d, K=K, seed=5)
+    C = make_constraint(name, d, 0.7, **params)
+    flat = objp._flattened_set(C, d, K)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        # The (d, K) projection of C equals the flattened set's projection, so
+        # R_max, diameter and width are the (d K)-dimensional set's.
+        W = rng.standard_normal((d, K)) * 2
+        np.testing.assert_allclose(
+            C.project(W).ravel(), flat.project(W.ravel()), atol=1e-12
+        )
+    res = objp.approximate_objective_perturbation(
+        LinearDesign(X, True),
+        y,
+        get_loss("multinomial"),
+        C,
+        epsilon=1.0,
+        delta=1e-5,
+        intercept_bound=0.4,
+        n_classes=K,
+        rng=np.random.default_rng(2),
+    )
+    assert res.coef.shape == (d + 1, K)
+    assert C.contains(res.coef[:d], tol=1e-10)
+    assert np.all(np.abs(res.coef[d]) <= 0.4)
+    assert PrivacySpent.from_records(res.records, 1e-5).epsilon <= 1.0
+
+
+def test_multinomial_set_quantities():
+    d, K = 10, 3
+    box = objp._set_quantities(
+        __import__("skdpsco._constraints", fromlist=["Box"]).Box(
+            -0.5, 0.5, n_features=d
+        ),
+        d,
+        None,
+        K,
+    )
+    assert box[0] == pytest.approx(0.5 * math.sqrt(d * K))
+    assert box[2] == pytest.approx(0.5 * d * K * math.sqrt(2 / math.pi))
+    l2 = objp._set_quantities(L2Ball(1.0, n_features=d), d, 0.3, K)
+    ref_width = L2Ball(1.0).gaussian_width(d * K) + K * 0.3 * math.sqrt(2 / math.pi)
+    assert l2[2] == pytest.approx(ref_width)
+    assert l2[0] == pytest.approx(math.hypot(1.0, 0.3 * math.sqrt(K)))

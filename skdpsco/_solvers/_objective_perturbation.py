@@ -15,12 +15,41 @@ gamma`` *always*, which the certified solver of :mod:`._certified` guarantees or
 raises. Neighbours: replace-one, ``n`` public. Generalized linear losses only
 ([REVIEW], card §3.1): their per-record Hessian has rank ``k = 1`` and ``r = 2k = 2``
 for every ``d`` (no cap at ``d``).
+
+Multinomial loss (``K >= 3`` classes, parameter matrix ``W`` of shape ``(dim, K)``,
+``x~ = [x, 1]`` with an intercept). Every constant below is re-derived for it:
+
+- gradient ``(p - e_y) (outer) x~`` (``p = softmax(W^T x~)``) has Frobenius norm
+  ``||p - e_y||_2 ||x~||_2 <= sqrt(2) ||x~||`` (``||p - e_y||^2 = (1 - p_y)^2 +
+  sum_{k != y} p_k^2 <= 2 (1 - p_y)^2``), so ``L = sqrt(2) R~`` with
+  ``R~ = sqrt(R_z^2 + 1)`` under an intercept, as for one output;
+- Hessian ``(diag(p) - p p^T) (kron) x~ x~^T``: ``diag(p) - p p^T`` annihilates the
+  all-ones vector, so the rank is ``<= K - 1``, and ``v^T (diag(p) - p p^T) v =
+  Var_p(v) <= (max v - min v)^2 / 4 <= 1/2`` for ``||v|| = 1``, so the spectral norm
+  is ``<= ||x~||^2 / 2 = beta``. Theorem 1's ``r = 2k`` with ``k = K - 1``
+  (card §3.1 [REVIEW]: in ``n J`` the base curvature is ``>= 2 n c_tot``, one
+  record's rank-``k`` Hessian of norm ``<= beta`` moves ``log |det|`` of the
+  Jacobian of ``W* -> G`` by ``<= k beta / (2 n c_tot) <= eps / 4`` when
+  ``c_tot >= 2 k beta / (eps n)``);
+- the replaced record's gradient change at ``W*`` lies in the fixed subspace
+  ``span{e_k (outer) x~, e_k (outer) x~' : k}`` of dimension ``m <= 2K`` (``2(K - 1)``
+  in fact, the columns sum to zero; ``2K`` is used, conservatively), whatever
+  ``W*(G)`` is: the Gaussian term of Theorem 1 is controlled by the ``m``-dimensional
+  projection of ``G`` (``chi_m`` tail, :func:`objective_perturbation_constants`).
+
+The feasible set for ``W`` is "``W[:d]`` in ``C``" in the matrix convention of
+:mod:`skdpsco._constraints` (l2: Frobenius ball; l1, l_p, simplex, k-sparse: the
+C-order flattened matrix; box: the bounds broadcast over the columns; group l1,2:
+one group of rows per id), times ``[-B, B]^K`` for the intercept row.
 """
 
+import dataclasses
 import math
 
 import numpy as np
+from scipy import stats
 
+from .._constraints import Box, GroupL12Ball
 from ..privacy._accounting import calibrate_analytic_gaussian
 from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import gaussian_noise
@@ -35,7 +64,8 @@ __all__ = [
 
 #: Losses whose per-record Hessian is ``phi''(<theta, z>) z z^T`` (rank 1) and which
 #: are twice differentiable: the proof of Theorem 1 needs both (Huber is not C^2).
-_GLM_LOSSES = {"squared", "logistic"}
+#: The multinomial loss (``K`` outputs) has rank ``K - 1`` (module docstring).
+_GLM_LOSSES = {"squared", "logistic", "multinomial"}
 
 
 class _ProductSet:
@@ -47,25 +77,88 @@ class _ProductSet:
         self.B = intercept_bound
 
     def project(self, w):
+        # ``w`` is a vector (one output) or a (dim, K) matrix whose first d rows
+        # are projected onto C in the matrix convention of skdpsco._constraints.
         if self.B is None:
             return self.constraint.project(w)
         out = np.empty_like(w)
         out[: self.d] = self.constraint.project(w[: self.d])
-        out[self.d] = min(max(w[self.d], -self.B), self.B)
+        out[self.d] = np.clip(w[self.d], -self.B, self.B)
         return out
 
 
-def _set_quantities(constraint, n_features, intercept_bound):
-    """``(R_max, l2 diameter, Gaussian width)`` of ``C`` or ``C x [-B, B]``."""
-    r_max = float(constraint.radius_l2)
-    diam = float(constraint.diameter)
-    width = float(constraint.gaussian_width(n_features))
+def _flattened_set(constraint, n_features, n_outputs):
+    """The set of C-order flattened ``(d, K)`` matrices ``W`` with ``W`` in ``C``.
+
+    Same projection as ``constraint.project`` on the matrix (the convention of
+    :mod:`skdpsco._constraints`), expressed as a set of ``d K``-vectors so that its
+    ``R_max``, diameter and Gaussian width are the ones of the ``d K`` parameters:
+    a box's per-feature bounds and a group ball's per-row ids are repeated over the
+    ``K`` columns; every other set acts on the flattened matrix already.
+    """
+    if n_outputs == 1:
+        return constraint
+    dK = n_features * n_outputs
+    if isinstance(constraint, Box):
+        lower, upper = (
+            np.repeat(b, n_outputs) if np.ndim(b) == 1 else b
+            for b in (constraint.lower, constraint.upper)
+        )
+        return Box(lower, upper, n_features=dK)
+    if isinstance(constraint, GroupL12Ball):
+        groups = np.asarray(constraint.groups)
+        if groups.size == n_features:
+            groups = np.repeat(groups, n_outputs)
+        return GroupL12Ball(constraint.radius, groups, n_features=dK)
+    if dataclasses.is_dataclass(constraint) and hasattr(constraint, "n_features"):
+        return dataclasses.replace(constraint, n_features=dK)
+    raise ValueError(
+        f"{type(constraint).__name__} has no known (d, K) matrix convention; the "
+        "multinomial objective perturbation supports the sets of "
+        "skdpsco._constraints."
+    )
+
+
+def _set_quantities(constraint, n_features, intercept_bound, n_outputs=1):
+    """``(R_max, l2 diameter, Gaussian width)`` of ``C`` or ``C x [-B, B]^K``
+    (Frobenius geometry of the ``(dim, K)`` matrix when ``K > 1``)."""
+    flat = _flattened_set(constraint, n_features, n_outputs)
+    r_max = float(flat.radius_l2)
+    diam = float(flat.diameter)
+    width = float(flat.gaussian_width(n_features * n_outputs))
     if intercept_bound is not None:
         B = float(intercept_bound)
-        r_max = math.hypot(r_max, B)
-        diam = math.hypot(diam, 2.0 * B)
-        width += B * math.sqrt(2.0 / math.pi)  # card §9.4, product rule
+        # [-B, B]^K: R_max B sqrt(K), diameter 2 B sqrt(K), width K B sqrt(2/pi).
+        r_max = math.hypot(r_max, B * math.sqrt(n_outputs))
+        diam = math.hypot(diam, 2.0 * B * math.sqrt(n_outputs))
+        width += n_outputs * B * math.sqrt(2.0 / math.pi)  # card §9.4, product rule
     return r_max, diam, width
+
+
+def _sigma1(lipschitz, epsilon, delta, span_dim):
+    """Scale of ``G`` such that Theorem 1's Gaussian term is ``<= eps / 4`` except
+    with probability ``delta / 2`` (see :func:`objective_perturbation_constants`)."""
+    # The change Delta of n grad L^ at the exact minimiser is ||Delta|| <= 2L and lies
+    # in a subspace S of dimension m = span_dim fixed by the two records (z, z' for a
+    # GLM, m = 2; e_k (outer) x~, e_k (outer) x~' for the multinomial loss, m = 2K).
+    # The Gaussian log-density ratio is |2 <G, Delta> + ||Delta||^2| / (2 sigma^2)
+    # <= (2 ||P_S G|| 2L + 4L^2) / (2 sigma^2), and ||P_S G|| / sigma ~ chi_m exceeds
+    # t = sqrt(chi2.isf(delta/2, m)) with probability delta/2 (for m = 2,
+    # t = sqrt(2 ln(2/delta)) exactly). Solving (4 a t + 4) / (2 a^2) = eps/4 for
+    # a = sigma / L gives a = (4 t + 4 sqrt(t^2 + eps/2)) / eps. The bound uses only
+    # that S does not move with G: Delta itself may depend on W*(G).
+    t = math.sqrt(float(stats.chi2.isf(delta / 2.0, span_dim)))
+    derived = lipschitz * (4.0 * t + 4.0 * math.sqrt(t * t + epsilon / 2.0)) / epsilon
+    if epsilon > 1:
+        return derived
+    # Theorem 1 verbatim: Gaussian mechanism of sensitivity 2L at (eps/4, delta/2).
+    # Its dimension-free constant is what the card verified against the chi_2 tail
+    # (m = 2, GLMs), where it is the larger of the two. For m = 2K the chi_m tail
+    # can exceed it (K = 3, delta = 1e-5: t = 5.9 > sqrt(2 ln(2.5/delta)) = 5.0), and
+    # the paper's proof that would cover a moving direction is missing, so the
+    # larger scale is used: more noise never costs privacy.
+    paper = math.sqrt(128.0 * math.log(2.5 / delta)) * lipschitz / epsilon
+    return max(paper, derived)
 
 
 def objective_perturbation_constants(
@@ -80,11 +173,31 @@ def objective_perturbation_constants(
     r_max,
     gaussian_width,
     hessian_rank=1,
+    gradient_span_dim=2,
     lam_obj="auto",
     l2_penalty=0.0,
     opt_tol="auto",
 ):
     """All public constants of Algorithms 1/2 (card §3.1 [PROPOSAL]), before any data.
+
+    Parameters
+    ----------
+    n, dim : int
+        Sample size and number of parameters (``dim K`` for a ``(dim, K)`` matrix).
+    epsilon, delta : float
+    lipschitz, smoothness : float
+        ``L`` and ``beta`` of one record's loss (Frobenius norms for a matrix).
+    diameter, r_max, gaussian_width : float
+        Of the feasible set (utility and numerical floor only).
+    hessian_rank : int, default=1
+        ``k``, the maximal rank of one record's Hessian; ``r = 2k`` (Theorem 1,
+        card §3.1 [REVIEW]). 1 for GLMs, ``K - 1`` for the multinomial loss.
+    gradient_span_dim : int, default=2
+        ``m``, the dimension of a subspace, fixed by the two records, that holds
+        the replaced record's gradient change at every parameter: 2 for GLMs,
+        ``2K`` for the multinomial loss (``chi_m`` tail of ``sigma1``).
+    lam_obj, l2_penalty, opt_tol
+        See :func:`approximate_objective_perturbation`.
 
     Returns
     -------
@@ -107,21 +220,7 @@ def objective_perturbation_constants(
         c_tot = max(float(lam_obj), c_priv)  # clamp up, never down (card §5.3)
     mu_J = 2.0 * c_tot
     ln_term = math.log(2.5 / delta)
-    if not private:
-        sigma1 = 0.0
-    elif epsilon <= 1:
-        # Theorem 1 verbatim: Gaussian mechanism of sensitivity 2L (one record's
-        # gradient at theta*) at (eps/4, delta/2).
-        sigma1 = math.sqrt(128.0 * ln_term) * L / epsilon
-    else:
-        # Beyond eps <= 1 the classic constant is not proven. For a GLM the change
-        # Delta of n grad L^ at theta* lies in span{z, z'} (dimension <= 2) and
-        # ||Delta|| <= 2L, so the Gaussian log-density ratio is at most
-        # (2 ||P G|| 2L + 4L^2) / (2 sigma^2) with ||P G|| / sigma ~ chi_2, whose
-        # tail exceeds t = sqrt(2 ln(2/delta)) with probability delta/2. Solving
-        # (4 a t + 4) / (2 a^2) = eps/4 for a = sigma / L gives the scale below.
-        t = math.sqrt(2.0 * math.log(2.0 / delta))
-        sigma1 = L * (4.0 * t + 4.0 * math.sqrt(t * t + epsilon / 2.0)) / epsilon
+    sigma1 = _sigma1(L, epsilon, delta, int(gradient_span_dim)) if private else 0.0
     # Displacement rule (card §3.1): E||theta^ - theta_2||^2 <= sigma2 G_C <= rho^2.
     rho = L / (mu_J * n)
     gamma_floor = (
@@ -178,14 +277,18 @@ def approximate_objective_perturbation(
     opt_tol="auto",
     gaussian_width=None,
     max_iter="auto",
+    n_classes=2,
     rng,
 ):
     """App-ObjP (Algorithm 1) and its strongly convex form (Algorithm 2, ridge mode).
 
     Public phase (no data): ``L, beta`` from the loss and the enforced bounds
     (squared ``l = (z - y)^2 / 2``: ``L = R_z (R_max R_z + R_y)``, ``beta = R_z^2``;
-    logistic: ``L = R_z``, ``beta = R_z^2 / 4``; with an intercept ``R_z`` becomes
-    ``sqrt(R_z^2 + 1)`` and ``C`` becomes ``C x [-B, B]``), ``r = 2``, ``c_tot``,
+    logistic: ``L = R_z``, ``beta = R_z^2 / 4``; multinomial (``K`` classes, ``W``
+    of shape ``(dim, K)``): ``L = sqrt(2) R_z``, ``beta = R_z^2 / 2``,
+    ``r = 2 (K - 1)``; with an intercept ``R_z`` becomes ``sqrt(R_z^2 + 1)`` and
+    ``C`` becomes ``C x [-B, B]`` (``[-B, B]^K`` for the intercept row of ``W``)),
+    ``r = 2`` for one output, ``c_tot``,
     ``sigma_1``, ``sigma_2`` and the certified distance ``gamma``
     (:func:`objective_perturbation_constants`). Private phase: rows clipped to
     ``||x_i||_2 <= R_z`` and targets to ``[-R_y, R_y]`` (squared loss), so the
@@ -204,11 +307,14 @@ def approximate_objective_perturbation(
     ----------
     design : LinearDesign
     y : ndarray of shape (n,)
-        Targets (squared) or labels in {0, 1} (logistic).
-    loss : SquaredLoss or LogisticLoss
+        Targets (squared), labels in {0, 1} (logistic) or in {0, ..., K-1}
+        (multinomial).
+    loss : SquaredLoss, LogisticLoss or MultinomialLoss
     constraint : ConstraintSet
         Public set with exact ``project``, ``radius_l2``, ``diameter`` and
-        ``gaussian_width``.
+        ``gaussian_width``. For the multinomial loss ``W[:d]`` (shape ``(d, K)``)
+        must lie in it in the matrix convention of :mod:`skdpsco._constraints`
+        (module docstring).
     epsilon : float
         ``> 0``; for ``epsilon > 1`` the scales use the derivation in
         :func:`objective_perturbation_constants` and the analytic Gaussian.
@@ -227,12 +333,15 @@ def approximate_objective_perturbation(
         ``None``: ``constraint.gaussian_width(n_features)`` (utility only).
     max_iter : int or "auto"
         ``"auto"``: twice the accelerated-rate iteration count for the target.
+    n_classes : int, default=2
+        Public number of classes ``K`` (multinomial loss only).
     rng : numpy.random.Generator
 
     Returns
     -------
     SolverResult
-        ``coef`` in ``C`` (``C x [-B, B]``); records: the objective-perturbation
+        ``coef`` in ``C`` (``C x [-B, B]``), shape ``(dim,)`` or ``(dim, K)``
+        (multinomial); records: the objective-perturbation
         release ``(eps/2, delta/2)`` and the Gaussian output perturbation.
 
     References
@@ -242,18 +351,19 @@ def approximate_objective_perturbation(
     .. [2] Kifer, D., Smith, A. and Thakurta, A. (2012). Private convex empirical
        risk minimization and high-dimensional regression. COLT.
     """
-    if loss.name not in _GLM_LOSSES or loss.n_outputs() != 1:
+    if loss.name not in _GLM_LOSSES:
         raise ValueError(
             "approximate objective perturbation supports twice-differentiable GLM "
-            f"losses with one output ({sorted(_GLM_LOSSES)}), got {loss.name!r}."
+            f"losses ({sorted(_GLM_LOSSES)}), got {loss.name!r}."
         )
+    K = int(loss.n_outputs(n_classes))
     if not epsilon > 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
     n, d, dim = design.n_samples, design.n_features, design.dim
     B = float(intercept_bound) if design.fit_intercept else None
-    r_max, diam, width = _set_quantities(constraint, d, B)
+    r_max, diam, width = _set_quantities(constraint, d, B, K)
     if gaussian_width is not None:
         width = float(gaussian_width)
     R_z = float(feature_norm_bound)
@@ -263,10 +373,16 @@ def approximate_objective_perturbation(
         L = R_aug * (r_max * R_aug + R_y)
     else:
         L = loss.lipschitz * R_aug
+    # Worst-case constants over every record with ||x~|| <= R_aug: ||grad||_F <=
+    # loss.lipschitz * ||x~|| (|phi'| <= 1 for logistic; ||p - e_y|| <= sqrt(2) for
+    # the multinomial loss) and ||Hessian||_2 <= loss.smoothness * ||x~||^2 (1/4;
+    # 1/2): module docstring.
     beta = loss.smoothness * R_aug**2
+    shape = dim if K == 1 else (dim, K)
+    n_params = dim * K
     k = objective_perturbation_constants(
         n=n,
-        dim=dim,
+        dim=n_params,
         epsilon=epsilon,
         delta=delta,
         lipschitz=L,
@@ -274,7 +390,10 @@ def approximate_objective_perturbation(
         diameter=diam,
         r_max=r_max,
         gaussian_width=width,
-        hessian_rank=1,
+        # k = 1, m = 2 for GLMs (z z^T; span{z, z'}); k = K - 1, m = 2K for the
+        # multinomial loss (module docstring).
+        hessian_rank=1 if K == 1 else K - 1,
+        gradient_span_dim=2 if K == 1 else 2 * K,
         lam_obj=lam_obj,
         l2_penalty=l2_penalty,
         opt_tol=opt_tol,
@@ -285,7 +404,7 @@ def approximate_objective_perturbation(
         # Accelerated rate J(theta_k) - J* <= (1 - sqrt(mu/H))^k gap0; the residual
         # certificate needs ||v|| <= mu gamma/2, implied by a gap
         # (mu gamma / 2)^2 / (8 H) (||v|| <= 2 ||G_map|| <= 2 sqrt(2 H gap)).
-        gap0 = (L + 3.0 * k["sigma1"] * math.sqrt(dim) / n + mu_J * r_max) * diam
+        gap0 = (L + 3.0 * k["sigma1"] * math.sqrt(n_params) / n + mu_J * r_max) * diam
         gap0 += mu_J * diam**2 / 2.0
         target = (mu_J * k["certify_tol"]) ** 2 / (8.0 * H_J)
         max_iter = (
@@ -299,9 +418,13 @@ def approximate_objective_perturbation(
     y = np.asarray(y, dtype=float)
     if loss.name == "squared":
         y = np.clip(y, -R_y, R_y)
+    elif K > 1:
+        y = np.asarray(y, dtype=np.intp)
+        if y.size and (y.min() < 0 or y.max() >= K):
+            raise ValueError(f"multinomial labels must be in {{0, ..., {K - 1}}}.")
     # Objective perturbation: replacing one record moves n grad L^(theta*) by at
-    # most 2L (Theorem 1; sigma_1 above).
-    G = gaussian_noise(rng, k["sigma1"], dim)
+    # most 2L, inside a fixed subspace of dimension m (Theorem 1; sigma_1 above).
+    G = gaussian_noise(rng, k["sigma1"], shape)
 
     def value_and_grad(w):
         z = _predict(design, w, scales)
@@ -311,7 +434,7 @@ def approximate_objective_perturbation(
     result = certified_minimize(
         value_and_grad,
         feasible.project,
-        w0=np.zeros(dim),
+        w0=np.zeros(shape),
         mu=mu_J,
         smoothness=H_J,
         tol=k["certify_tol"],
@@ -319,8 +442,9 @@ def approximate_objective_perturbation(
     )
     # Output perturbation: ||theta_2 - theta*(D, G)|| <= gamma/2 is certified, and
     # coupling G' so that theta*(D', G') = theta*(D, G) gives ||theta_2 - theta_2'||
-    # <= 2 gamma (card §3.1): Gaussian mechanism of sensitivity 2 gamma.
-    coef = feasible.project(result.w + gaussian_noise(rng, k["sigma2"], dim))
+    # <= 2 gamma (card §3.1): Gaussian mechanism of sensitivity 2 gamma (Frobenius
+    # norm for a matrix; the coupling argument is the same in R^(dim K)).
+    coef = feasible.project(result.w + gaussian_noise(rng, k["sigma2"], shape))
     records = [
         MechanismRecord(
             "objective perturbation of the exact minimiser (SZW Thm 1)",

@@ -359,7 +359,16 @@ _SHARED_PARAMS_DOC = """
     algorithm : {"output_perturbation", "projection_gd", "l1_recovery_gd", \
 "bias_reduced_sgd", "boosted_sgd", "sparse_exponential"}, \
 default="output_perturbation"
-        The private solver, each an algorithm of Ghazi et al. [1]_:
+        The private solver, each an algorithm of Ghazi et al. [1]_.
+
+        Which to use (``benchmarks/sparse.py``: one-hot data, n = 1e5,
+        d = 1e6, 20 non-zeros per row, Huber loss, delta = 1e-6): the default
+        ``"output_perturbation"`` had the lowest test MSE at every epsilon
+        (0.500 / 0.474 / 0.442 at epsilon = 0.5 / 1 / 4; predicting 0 scores
+        0.568), where DP gradient descent with dense Gaussian noise scored 0.565
+        and ``"projection_gd"`` 0.567; it is also the only one whose noise
+        does not grow with the number of steps. It is the slowest to fit
+        (one certified solve, about 15x ``Ridge(solver="sparse_cg")``).
 
         - ``"output_perturbation"`` (Algorithm 6, the default; see
           ``benchmarks/sparse.py``): solve the L2-regularised problem, certify

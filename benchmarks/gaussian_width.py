@@ -300,7 +300,7 @@ def multiclass_table(n, d, epsilons, seeds):
                 except ValueError:
                     acc = None
                 rows.setdefault((alg, e), []).append(acc)
-    for alg in ALGORITHMS[1:]:
+    for alg in ALGORITHMS:
         cells = []
         for e in epsilons:
             vals = rows[(alg, e)]

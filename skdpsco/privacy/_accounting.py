@@ -270,6 +270,13 @@ def approx_dp_to_gdp(epsilon, delta):
     delta = _check_delta(delta)
     if math.isinf(epsilon):
         return math.inf
+    return _approx_dp_to_gdp_cached(float(epsilon), float(delta))
+
+
+@functools.lru_cache(maxsize=4096)
+def _approx_dp_to_gdp_cached(epsilon, delta):
+    # A pure function of two floats, inverted by bisection (~60 profile evaluations);
+    # stochastic solvers calibrate the same (epsilon, delta) thousands of times.
     lo, hi = 0.0, 1.0
     while gaussian_delta(epsilon, hi) <= delta:
         lo, hi = hi, 2.0 * hi

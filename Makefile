@@ -18,7 +18,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: lint
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q -m slow tests

@@ -15,13 +15,20 @@ import time
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 import skdpsco
-from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
+from skdpsco import (
+    GaussianWidthDPClassifier,
+    GaussianWidthDPRegressor,
+    HeavyTailedDPLogistic,
+    HeavyTailedDPRidge,
+    SparseGradientDPClassifier,
+)
 from skdpsco.datasets import (
     make_heavy_tailed_classification,
     make_heavy_tailed_regression,
@@ -43,23 +50,116 @@ def _split(X, y, seed=0):
     return scaler.transform(X_tr), scaler.transform(X_te), y_tr, y_te, y_pub
 
 
+def _heavy_tailed_models(kind, heavy):
+    Est = HeavyTailedDPLogistic if kind == "clf" else HeavyTailedDPRidge
+    # The default everywhere; the Catoni estimator where its regime is (heavy
+    # tails, few parameters, large n): see the README's benchmark tables.
+    algorithms = ["clipped_gd"] + (["catoni_gd"] if heavy else [])
+    return [(Est, dict(algorithm=a)) for a in algorithms]
+
+
+def _one_hot_data(n=40_000, fields=8, levels=50, seed=0):
+    """Categorical records one-hot encoded as CSR: 8 non-zeros per row, a public
+    schema fact, so ``sparsity=8`` and ``||x|| = sqrt(8)`` are declared, not read."""
+    rng = np.random.default_rng(seed)
+    cols = rng.integers(0, levels, size=(n, fields)) + np.arange(fields) * levels
+    X = sp.csr_matrix(
+        (np.ones(n * fields), cols.ravel(), np.arange(0, n * fields + 1, fields)),
+        shape=(n, fields * levels),
+    )
+    y = X @ rng.normal(size=fields * levels) + 0.5 * rng.logistic(size=n) > 0
+    return X[:30_000], X[30_000:], y[:30_000].astype(int), y[30_000:].astype(int)
+
+
+def _sparse_truth_data(n=20_000, d=50, seed=0):
+    """Rows of norm about 1, a 4-sparse truth with l1 norm 3.5 (inside the l1 ball
+    of radius 4 declared to the Gaussian-width estimators)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    w = np.zeros(d)
+    w[:4] = np.array([0.4, -0.3, 0.2, -0.1]) * np.sqrt(d) / 2
+    y = X @ w + 0.1 * rng.normal(size=n)
+    return X[:15_000], X[15_000:], y[:15_000], y[15_000:]
+
+
 def _datasets():
+    """``(name, kind, X_train, X_test, y_train, y_test, private models)``."""
     X, y = load_breast_cancer(return_X_y=True)
-    yield "breast cancer (binary)", "clf", *_split(X, y)[:4]
+    yield (
+        "breast cancer (binary)",
+        "clf",
+        *_split(X, y)[:4],
+        _heavy_tailed_models("clf", False),
+    )
     X, y = load_digits(return_X_y=True)
-    yield "digits (10 classes)", "clf", *_split(X, y)[:4]
+    yield (
+        "digits (10 classes)",
+        "clf",
+        *_split(X, y)[:4],
+        _heavy_tailed_models("clf", False),
+    )
     X, y = load_diabetes(return_X_y=True)
     X_tr, X_te, y_tr, y_te, y_pub = _split(X, y)
     mu, sd = y_pub.mean(), y_pub.std()  # public target scale
-    yield "diabetes (regression)", "reg", X_tr, X_te, (y_tr - mu) / sd, (y_te - mu) / sd
+    yield (
+        "diabetes (regression)",
+        "reg",
+        X_tr,
+        X_te,
+        (y_tr - mu) / sd,
+        (y_te - mu) / sd,
+        _heavy_tailed_models("reg", False),
+    )
     X, y, _ = make_heavy_tailed_regression(
         20_000, 10, feature_distribution="student_t", random_state=0
     )
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.25, random_state=0)
-    yield "heavy-tailed synthetic regression", "reg", X_tr, X_te, y_tr, y_te
+    yield (
+        "heavy-tailed synthetic regression",
+        "reg",
+        X_tr,
+        X_te,
+        y_tr,
+        y_te,
+        _heavy_tailed_models("reg", True),
+    )
     X, y, _ = make_heavy_tailed_classification(20_000, 10, random_state=0)
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.25, random_state=0)
-    yield "heavy-tailed synthetic classification", "clf", X_tr, X_te, y_tr, y_te
+    yield (
+        "heavy-tailed synthetic classification",
+        "clf",
+        X_tr,
+        X_te,
+        y_tr,
+        y_te,
+        _heavy_tailed_models("clf", True),
+    )
+    sparse_params = dict(sparsity=8, row_norm_bound=np.sqrt(8), coef_norm_bound=10.0)
+    yield (
+        "one-hot CSR, 400 columns (binary)",
+        "clf",
+        *_one_hot_data(),
+        [(SparseGradientDPClassifier, sparse_params)],
+    )
+    X_tr, X_te, y_tr, y_te = _sparse_truth_data()
+    yield (
+        "sparse truth, l1 ball (regression)",
+        "reg",
+        X_tr,
+        X_te,
+        y_tr,
+        y_te,
+        [(GaussianWidthDPRegressor, dict(radius=4.0))],
+    )
+    yield (
+        "sparse truth, l1 ball (binary)",
+        "clf",
+        X_tr,
+        X_te,
+        (y_tr > 0).astype(int),
+        (y_te > 0).astype(int),
+        [(GaussianWidthDPClassifier, dict(radius=4.0))],
+    )
 
 
 def main():
@@ -67,30 +167,24 @@ def main():
     print("scores: accuracy (classification) or R^2 (regression) on a held-out split;")
     print(f"private rows are medians over seeds {SEEDS}; delta = 1e-6.\n")
     header = (
-        f"{'dataset':38s} {'model':30s} {'epsilon':>8s} {'score':>7s} "
+        f"{'dataset':38s} {'model':50s} {'epsilon':>8s} {'score':>7s} "
         f"{'spent':>16s} {'fit s':>7s}"
     )
     print(header)
     print("-" * len(header))
-    for name, kind, X_tr, X_te, y_tr, y_te in _datasets():
+    for name, kind, X_tr, X_te, y_tr, y_te, models in _datasets():
         ref = LogisticRegression(max_iter=5000) if kind == "clf" else Ridge()
         t0 = time.perf_counter()
         ref.fit(X_tr, y_tr)
         dt = time.perf_counter() - t0
         print(
-            f"{name:38s} {type(ref).__name__ + ' (non-private)':30s} {'inf':>8s} "
+            f"{name:38s} {type(ref).__name__ + ' (non-private)':50s} {'inf':>8s} "
             f"{ref.score(X_te, y_te):7.3f} {'-':>16s} {dt:7.3f}"
         )
-        Est = HeavyTailedDPLogistic if kind == "clf" else HeavyTailedDPRidge
-        # The default everywhere; the Catoni estimator where its regime is (heavy
-        # tails, few parameters, large n): see the README's benchmark tables.
-        algorithms = ["clipped_gd"] + (["catoni_gd"] if "heavy" in name else [])
-        for algorithm, eps in [(a, e) for a in algorithms for e in EPSILONS]:
+        for (Est, params), eps in [(m, e) for m in models for e in EPSILONS]:
             scores, times = [], []
             for seed in SEEDS:
-                est = Est(
-                    epsilon=eps, delta=1e-6, algorithm=algorithm, random_state=seed
-                )
+                est = Est(epsilon=eps, delta=1e-6, random_state=seed, **params)
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("error")  # the demo must be warning-free
@@ -99,8 +193,9 @@ def main():
                 scores.append(est.score(X_te, y_te))
             spent = est.privacy_spent_
             spent_txt = f"({spent.epsilon:.3g}, {spent.delta:.0e})"
+            label = f"{Est.__name__} [{est.algorithm}]"
             print(
-                f"{'':38s} {Est.__name__ + ' [' + est.algorithm + ']':30s} {eps:8.2f} "
+                f"{'':38s} {label:50s} {eps:8.2f} "
                 f"{np.median(scores):7.3f} {spent_txt:>16s} {np.median(times):7.3f}"
             )
         print()

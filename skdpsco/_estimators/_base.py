@@ -87,7 +87,18 @@ class DPLinearModel(BaseEstimator):
         -------
         self : object
             Fitted estimator, with ``privacy_spent_`` recording what the fit spent.
+            If the fit raises, the estimator is left exactly as it was (a refit
+            that fails does not half-overwrite a previous release).
         """
+        state = dict(self.__dict__)
+        try:
+            return self._fit(X, y)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(state)
+            raise
+
+    def _fit(self, X, y):
         X, y = validate_data(
             self,
             X,

@@ -260,13 +260,7 @@ class _SparseGradientBase(DPLinearModel):
             Fitted estimator, with ``privacy_spent_`` recording what the fit spent.
             If the fit raises, the estimator is left exactly as it was.
         """
-        state = dict(self.__dict__)
-        try:
-            return super().fit(X, y)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(state)
-            raise
+        return super().fit(X, y)
 
     def _algorithm_requirements(self):
         _, requires_delta, min_samples = _ALGORITHMS[self.algorithm]

@@ -76,9 +76,16 @@ class CertifiedResult:
 
 def _residual_certificate(grad, project, w, g, H, mu):
     """``(w+, grad F(w+), distance bound)`` of the residual certificate at ``w``."""
-    w_plus = project(w - g / H)
+    step = g / H
+    np.subtract(w, step, out=step)
+    w_plus = project(step)
+    del step
     g_plus = grad(w_plus)
-    v = H * (w - w_plus) + g_plus - g
+    # v = H (w - w+) + grad F(w+) - grad F(w), built in place (d may be 1e6).
+    v = np.subtract(w, w_plus)
+    v *= H
+    v += g_plus
+    v -= g
     eps = np.finfo(float).eps
     scale = (
         np.linalg.norm(g)
@@ -192,18 +199,26 @@ def certified_minimize(
     g_y = grad(y)
     best = None
     for k in range(1, int(max_iter) + 1):
-        x_new = project(y - g_y / H)
-        # Gradient restart (O'Donoghue & Candès 2015, §3.2): momentum points uphill.
-        if np.vdot(y - x_new, x_new - x) > 0:
-            y_next = x_new
+        # Temporaries are reused in place: at d = 1e6 every extra vector is 8 MB.
+        step = g_y / H
+        np.subtract(y, step, out=step)
+        x_new = project(step)
+        del step, g_y
+        diff = np.subtract(x_new, x)
+        # Gradient restart (O'Donoghue & Candès 2015, §3.2): momentum points uphill,
+        # i.e. <y - x_new, x_new - x> > 0.
+        if np.vdot(y, diff) - np.vdot(x_new, diff) > 0:
+            y = x_new
         else:
-            y_next = x_new + momentum * (x_new - x)
+            diff *= momentum
+            diff += x_new
+            y = diff
+        del diff
         x = x_new
-        y = y_next
         g_y = grad(y)
         if k % check_every == 0 or k == max_iter:
             w_plus, _, bound = _residual_certificate(grad, project, y, g_y, H, mu)
-            if best is None or bound < best[1]:
+            if not raise_on_failure and (best is None or bound < best[1]):
                 best = (w_plus, bound)
             if bound <= tol:
                 return CertifiedResult(

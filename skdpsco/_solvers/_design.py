@@ -185,7 +185,15 @@ class LinearDesign:
         if not self.fit_intercept:
             return head
         tail = C.sum(axis=0)
-        return np.vstack([head, tail]) if C.ndim == 2 else np.append(head, tail)
+        if C.ndim == 2:
+            return np.vstack([head, tail])
+        if head.flags.owndata and head.flags.c_contiguous and head.base is None:
+            # Grow in place (realloc) rather than np.append: at d = 10^6 a second
+            # length-d buffer would be a third of a sparse X's size.
+            head.resize(self.dim, refcheck=False)
+            head[self.n_features] = tail
+            return head
+        return np.append(head, tail)
 
     def gradient_chunk_sum(self, U, func):
         """``sum over row chunks of func(G_chunk, rows)`` for the per-sample gradients.

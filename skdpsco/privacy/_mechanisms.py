@@ -255,9 +255,9 @@ def generalized_gaussian_noise(rng, sigma, dim, q, size=None):
     if sigma == 0 or dim == 0:
         return np.zeros(shape)
     a = 1.0 / q
-    log_g = np.log(rng.gamma(a + 1.0, 1.0, size=shape)) + np.log(
-        rng.random(size=shape)
-    ) / a
+    log_g = (
+        np.log(rng.gamma(a + 1.0, 1.0, size=shape)) + np.log(rng.random(size=shape)) / a
+    )
     log_y = log_g / q
     log_y -= log_y.max(axis=-1, keepdims=True)
     y = np.exp(log_y) * rng.choice([-1.0, 1.0], size=shape)

@@ -41,6 +41,7 @@ References
    for the Monte-Carlo error bound.
 """
 
+import abc
 import dataclasses
 import functools
 import itertools
@@ -459,7 +460,7 @@ def _as_float_array(w):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class ConstraintSet:
+class ConstraintSet(abc.ABC):
     """Base class of a closed convex constraint set ``C`` (see the module docstring).
 
     Subclasses implement ``project``, ``lmo``, ``support``, ``violation``,
@@ -471,19 +472,22 @@ class ConstraintSet:
     #: Short name used by :func:`make_constraint`.
     name = "constraint"
 
-    def project(self, w):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def project(self, w):
+        """Exact Euclidean projection of ``w`` onto ``C``."""
 
-    def lmo(self, g):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def lmo(self, g):
+        """Linear minimisation oracle ``argmin_{u in C} <g, u>``."""
 
     def support(self, g):
         """Support function ``h_C(g) = max_{u in C} <g, u> = <g, lmo(-g)>``."""
         g = _as_float_array(g)
         return float(np.vdot(g, self.lmo(-g)))
 
-    def violation(self, w):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def violation(self, w):
+        """Set-specific amount by which ``w`` lies outside ``C`` (``<= 0`` inside)."""
 
     def contains(self, w, tol=1e-10):
         """Whether ``w`` lies in ``C`` up to an absolute violation ``tol``.

@@ -224,11 +224,11 @@ def make_heavy_tailed_regression(
     n_features : int, default=10
         Number of features (columns), at least 1.
 
-    feature_distribution : {"normal", "student_t", "lognormal", "pareto", \
-            "loglogistic"}, default="normal"
-        Distribution of the i.i.d. entries of ``X``.  Every family is centred
-        by its exact population mean and rescaled to unit variance whenever
-        these moments are finite:
+    feature_distribution : str, default="normal"
+        One of ``"normal"``, ``"student_t"``, ``"lognormal"``, ``"pareto"``,
+        ``"loglogistic"``: the distribution of the i.i.d. entries of ``X``.
+        Every family is centred by its exact population mean and rescaled to
+        unit variance whenever these moments are finite:
 
         - ``"normal"``: standard normal.
         - ``"student_t"``: Student-t with ``df`` degrees of freedom divided by
@@ -252,11 +252,12 @@ def make_heavy_tailed_regression(
         they are returned uncentred.  Student-t with ``df <= 1`` has no mean
         but is symmetric about zero.
 
-    noise_distribution : {"normal", "student_t", "lognormal", "pareto", \
-            "loglogistic", "none"}, default="lognormal"
-        Distribution of the additive noise.  The noise is centred by the exact
-        population mean (where finite) but, unlike the features, *not*
-        rescaled to unit variance, so that the defaults match [1]_.
+    noise_distribution : str, default="lognormal"
+        One of ``"normal"``, ``"student_t"``, ``"lognormal"``, ``"pareto"``,
+        ``"loglogistic"``, ``"none"``: the distribution of the additive noise.
+        The noise is centred by the exact population mean (where finite) but,
+        unlike the features, *not* rescaled to unit variance, so that the
+        defaults match [1]_.
         ``"none"`` gives noiseless targets.
 
     noise_scale : float, default=1.0
@@ -293,8 +294,7 @@ def make_heavy_tailed_regression(
     outlier_magnitude : float, default=1e4
         Value added to the targets of the outlier rows.
 
-    random_state : None, int, numpy.random.RandomState or \
-            numpy.random.Generator, default=None
+    random_state : None, int, RandomState or Generator, default=None
         Source of randomness.  An int ``s`` is equivalent to
         ``numpy.random.default_rng(s)``; a ``RandomState`` is used to draw an
         integer seed for a new ``Generator``; a ``Generator`` is used (and
@@ -428,16 +428,17 @@ def make_heavy_tailed_classification(
     n_classes : int, default=2
         Number of classes, at least 2.
 
-    feature_distribution : {"normal", "student_t", "lognormal", "pareto", \
-            "loglogistic"}, default="student_t"
-        Distribution of the i.i.d. entries of ``X``, centred and rescaled to
-        unit variance where these moments are finite; see
-        :func:`make_heavy_tailed_regression` for the exact definitions.
+    feature_distribution : str, default="student_t"
+        One of ``"normal"``, ``"student_t"``, ``"lognormal"``, ``"pareto"``,
+        ``"loglogistic"``: the distribution of the i.i.d. entries of ``X``,
+        centred and rescaled to unit variance where these moments are finite;
+        see :func:`make_heavy_tailed_regression` for the exact definitions.
 
-    noise_distribution : {"normal", "student_t", "lognormal", "pareto", \
-            "loglogistic", "none"}, default="loglogistic"
-        Distribution of the additive latent noise, centred by its exact mean
-        where finite but not rescaled.  ``"none"`` gives noiseless labels.
+    noise_distribution : str, default="loglogistic"
+        One of ``"normal"``, ``"student_t"``, ``"lognormal"``, ``"pareto"``,
+        ``"loglogistic"``, ``"none"``: the distribution of the additive latent
+        noise, centred by its exact mean where finite but not rescaled.
+        ``"none"`` gives noiseless labels.
 
     noise_scale : float, default=1.0
         Non-negative multiplier applied to the centred noise.
@@ -465,8 +466,7 @@ def make_heavy_tailed_classification(
         Distinct labels to use instead of ``0, ..., n_classes - 1``; class
         ``k`` is reported as ``label_names[k]`` (strings are allowed).
 
-    random_state : None, int, numpy.random.RandomState or \
-            numpy.random.Generator, default=None
+    random_state : None, int, RandomState or Generator, default=None
         Source of randomness; see :func:`make_heavy_tailed_regression`.
 
     Returns

@@ -478,7 +478,7 @@ _SHARED_ATTRS_DOC = """
         shuffling bound, which can be below the request.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the features, when X has string column names."""
 
 _NOTES_DOC = """
@@ -498,7 +498,7 @@ _NOTES_DOC = """
 _REFERENCES_DOC = """
     References
     ----------
-    .. [1] Su, J., Zhao, Z. and Wang, D. Differentially private stochastic convex
+    .. [1] Su, J., Zhao, C. and Wang, D. Differentially private stochastic convex
        optimization in (non)-Euclidean space revisited. Algorithms 1-4,
        Theorems 1, 2, 4, 7, 8, 9 and 10.
     .. [2] Kifer, D., Smith, A. and Thakurta, A. (2012). Private convex empirical

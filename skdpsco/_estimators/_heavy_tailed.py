@@ -502,7 +502,7 @@ _SHARED_ATTRS_DOC = """
         ``epsilon`` asked for.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the features, when X has string column names."""
 
 _REFERENCES_DOC = """

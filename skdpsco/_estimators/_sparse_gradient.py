@@ -478,7 +478,7 @@ _SHARED_ATTRS_DOC = """
         (replace-one, ``n`` public) and the mechanisms; never more than asked.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the features, when X has string column names."""
 
 _NOTES_DOC = """

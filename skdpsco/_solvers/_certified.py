@@ -168,7 +168,7 @@ def certified_minimize(
        gradient schemes. Found. Comput. Math.
     .. [3] Nesterov, Y. (2013). Gradient methods for minimizing composite functions.
        Math. Program. 140 (gradient mapping).
-    .. [4] Su, J., Zhao, Z. and Wang, D. Differentially private stochastic convex
+    .. [4] Su, J., Zhao, C. and Wang, D. Differentially private stochastic convex
        optimization in (non)-Euclidean space revisited (Algorithm 1, step 4: the
        optimiser ``O(J, alpha)``; its accuracy must hold deterministically).
     """

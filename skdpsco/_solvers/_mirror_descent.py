@@ -316,7 +316,7 @@ def noisy_mirror_descent(
 
     References
     ----------
-    .. [1] Su, J., Zhao, Z. and Wang, D. Differentially private stochastic convex
+    .. [1] Su, J., Zhao, C. and Wang, D. Differentially private stochastic convex
        optimization in (non)-Euclidean space revisited, Algorithm 3, Theorem 7,
        Lemmas 1 and 3.
     """

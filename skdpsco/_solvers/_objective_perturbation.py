@@ -346,7 +346,7 @@ def approximate_objective_perturbation(
 
     References
     ----------
-    .. [1] Su, J., Zhao, Z. and Wang, D. Differentially private stochastic convex
+    .. [1] Su, J., Zhao, C. and Wang, D. Differentially private stochastic convex
        optimization in (non)-Euclidean space revisited, Algorithms 1-2, Theorems 1-4.
     .. [2] Kifer, D., Smith, A. and Thakurta, A. (2012). Private convex empirical
        risk minimization and high-dimensional regression. COLT.

@@ -171,7 +171,7 @@ default=None
     privacy_spent_ : PrivacySpent
         What the fit spent (never more than ``epsilon``).
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         When X has string column names.
 
     Notes

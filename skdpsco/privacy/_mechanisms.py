@@ -243,7 +243,7 @@ def generalized_gaussian_noise(rng, sigma, dim, q, size=None):
     ----------
     .. [1] Bassily, R., Guzmán, C. and Nandi, A. (2021). Non-Euclidean
        differentially private stochastic convex optimization. COLT.
-    .. [2] Su, J., Zhao, Z. and Wang, D. Differentially private stochastic convex
+    .. [2] Su, J., Zhao, C. and Wang, D. Differentially private stochastic convex
        optimization in (non)-Euclidean space revisited, Definition 4, Lemma 3.
     """
     _check_rng(rng)

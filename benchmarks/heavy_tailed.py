@@ -11,14 +11,22 @@ is a ratio against a reference measured in the same run, on the same machine:
   noise for ridge, log-logistic noise and Student-t features for logistic — excess
   test risk of each algorithm over the non-private scikit-learn model, median over
   seeds, at several epsilons.
+
+When ``diffprivlib`` (IBM) is importable (``pip install -e .[bench]``), its
+``LogisticRegression`` (objective perturbation) and ``LinearRegression`` (functional
+mechanism) are rows of the speed and real-data tables, at the same epsilon; when it
+is missing or fails to import or fit, the rows say why instead.
 """
 
 import argparse
+import importlib.metadata
+import re
 import time
 import tracemalloc
 import warnings
 
 import numpy as np
+import sklearn
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import log_loss
 
@@ -30,6 +38,97 @@ from skdpsco.datasets import (
 from skdpsco.exceptions import PrivacyBudgetError
 
 ALGORITHMS = sorted(HeavyTailedDPRidge._parameter_constraints["algorithm"][0].options)
+
+# diffprivlib needs declared data bounds (skdpsco does not). They are public
+# constants matching how this script scales data: features standardised with the
+# statistics of a public split (diabetes' target too), so each feature is declared
+# in [-3, 3] and each row's l2 norm at most sqrt(d) (unit variance per feature; d is
+# public). diffprivlib silently clips rows that exceed them (clip_to_norm /
+# clip_to_bounds), so its guarantee holds, at a cost in accuracy on heavy tails.
+DIFFPRIVLIB_FEATURE_BOUND = 3.0
+DIFFPRIVLIB_TARGET_BOUND = 3.0
+DIFFPRIVLIB_NOTE = (
+    "diffprivlib rows: pure epsilon-DP (delta = 0), one-vs-rest for multiclass; its "
+    "data bounds are declared constants (features in [-3, 3], row norm sqrt(d), "
+    "target in [-3, 3]); data exceeding them is clipped by diffprivlib."
+)
+
+
+def _short_error(exc):
+    """First line of an exception, without the file path ImportError appends."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    text = re.sub(r" \([^()]*[/\\][^()]*\)$", "", text)
+    return f"{type(exc).__name__}: {text}"[:160]
+
+
+def diffprivlib_failure(exc):
+    """Row text for a diffprivlib that is installed but fails here."""
+    try:
+        version = importlib.metadata.version("diffprivlib")
+    except importlib.metadata.PackageNotFoundError:
+        version = "?"
+    return (
+        f"diffprivlib {version} fails with scikit-learn {sklearn.__version__}: "
+        f"{_short_error(exc)}"
+    )
+
+
+def load_diffprivlib():
+    """``((LogisticRegression, LinearRegression), None)`` or ``(None, why)``."""
+    try:
+        from diffprivlib.models import LinearRegression, LogisticRegression
+    except ModuleNotFoundError as exc:
+        if (exc.name or "diffprivlib").split(".")[0] == "diffprivlib":
+            return None, "not installed (pip install diffprivlib)"
+        return None, diffprivlib_failure(exc)
+    except Exception as exc:  # e.g. scikit-learn internals it imports were removed
+        return None, diffprivlib_failure(exc)
+    return (LogisticRegression, LinearRegression), None
+
+
+def make_diffprivlib(kind, n_features, epsilon, random_state):
+    """diffprivlib's model for ``kind`` ("clf" / "reg") with the declared bounds."""
+    models, why = load_diffprivlib()
+    if models is None:
+        raise ImportError(why)
+    logistic, linear = models
+    if kind == "clf":
+        return logistic(
+            epsilon=epsilon, data_norm=np.sqrt(n_features), random_state=random_state
+        )
+    b, t = DIFFPRIVLIB_FEATURE_BOUND, DIFFPRIVLIB_TARGET_BOUND
+    return linear(
+        epsilon=epsilon,
+        bounds_X=(np.full(n_features, -b), np.full(n_features, b)),
+        bounds_y=(-t, t),
+        random_state=random_state,
+    )
+
+
+def fit_diffprivlib(est, X, y):
+    from diffprivlib.utils import PrivacyLeakWarning
+
+    with warnings.catch_warnings():
+        # The bounds were declared in make_diffprivlib, so none is read from the
+        # data; only the warning about that is silenced, and only here.
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        return est.fit(X, y)
+
+
+def diffprivlib_scores(kind, splits, epsilon, seeds):
+    """diffprivlib's test score on each split, or the text saying why there is none."""
+    models, why = load_diffprivlib()
+    if models is None:
+        return why
+    try:
+        return [
+            fit_diffprivlib(
+                make_diffprivlib(kind, a.shape[1], epsilon, seed), a, c
+            ).score(b, d)
+            for seed, (a, b, c, d, _) in zip(seeds, splits, strict=True)
+        ]
+    except Exception as exc:  # report it in the table, don't crash
+        return diffprivlib_failure(exc)
 
 
 def _timed(fn, repeat=1):
@@ -66,19 +165,24 @@ def speed_table(n, d, quick=False):
             est = Est(algorithm=algorithm, random_state=0)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                t_fit = _timed(lambda est=est, data=data: est.fit(*data))
+                try:
+                    t_fit = _timed(lambda est=est, data=data: est.fit(*data))
+                except PrivacyBudgetError:  # sample-and-aggregate: n too small
+                    rows.append((Est.__name__, algorithm) + ("refused (n)",) * 5)
+                    continue
                 peak = _peak_memory(lambda est=est, data=data: est.fit(*data))
             rows.append(
                 (
                     Est.__name__,
                     algorithm,
                     est.n_iter_,
-                    t_fit,
-                    t_fit / t_ref,
-                    t_fit / est.n_iter_ / one_pass,
-                    peak / X.nbytes,
+                    f"{t_fit:.2f}",
+                    f"{t_fit / t_ref:.1f}x",
+                    f"{t_fit / est.n_iter_ / one_pass:.1f}x",
+                    f"{peak / X.nbytes:.2f}x",
                 )
             )
+        rows.append(_diffprivlib_speed_row(Est, data, t_ref, X.nbytes))
     print(f"\n### Speed and memory (n = {n:,}, d = {d}, heavy-tailed features)\n")
     print(f"One X @ w + X.T @ r pass: {one_pass * 1e3:.2f} ms.\n")
     print(
@@ -87,10 +191,41 @@ def speed_table(n, d, quick=False):
     )
     print("|---|---|---|---|---|---|---|")
     for row in rows:
-        print(
-            f"| {row[0]} | {row[1]} | {row[2]} | {row[3]:.2f} | {row[4]:.1f}x "
-            f"| {row[5]:.1f}x | {row[6]:.2f}x |"
-        )
+        print("| " + " | ".join(str(cell) for cell in row) + " |")
+    print(
+        f"\n{DIFFPRIVLIB_NOTE} Here the features are raw Student-t draws, so many "
+        "rows are clipped: these rows measure speed only.\n"
+    )
+
+
+def _diffprivlib_speed_row(Est, data, t_ref, x_nbytes):
+    """diffprivlib's row of the speed table, at epsilon = 1, against the same
+    scikit-learn fit time as the skdpsco estimator ``Est`` of the same kind."""
+    kind = "reg" if Est is HeavyTailedDPRidge else "clf"
+    name = "diffprivlib " + (
+        "LinearRegression" if kind == "reg" else "LogisticRegression"
+    )
+    algorithm = "functional mechanism" if kind == "reg" else "objective perturbation"
+    models, why = load_diffprivlib()
+    if models is None:
+        return (name, algorithm, "-", why, "-", "-", "-")
+    try:
+        est = make_diffprivlib(kind, data[0].shape[1], 1.0, 0)
+        t_fit = _timed(lambda: fit_diffprivlib(est, *data))
+        peak = _peak_memory(lambda: fit_diffprivlib(est, *data))
+    except Exception as exc:  # report it in the table, don't crash
+        return (name, algorithm, "-", diffprivlib_failure(exc), "-", "-", "-")
+    n_iter = getattr(est, "n_iter_", None)  # L-BFGS iterations (max over classes)
+    n_iter = "-" if n_iter is None else int(np.max(n_iter))
+    return (
+        name,
+        algorithm,
+        n_iter,
+        f"{t_fit:.2f}",
+        f"{t_fit / t_ref:.1f}x",
+        "-",
+        f"{peak / x_nbytes:.2f}x",
+    )
 
 
 def _ridge_risk(model, X, y):
@@ -250,6 +385,19 @@ def real_data_table(epsilons, seeds):
                 except PrivacyBudgetError:
                     cells.append("refused (n)")
             print(f"| {name} | {algorithm} | " + " | ".join(cells) + " |")
+        kind = "reg" if Est is HeavyTailedDPRidge else "clf"
+        label = "diffprivlib " + (
+            "LinearRegression" if kind == "reg" else "LogisticRegression"
+        )
+        cells = []
+        for eps in epsilons:
+            scores = diffprivlib_scores(kind, splits, eps, seeds)
+            if isinstance(scores, str):  # not installed or failing: say why, once
+                cells = [scores] + ["-"] * (len(epsilons) - 1)
+                break
+            cells.append(f"{np.median(scores):.3f}")
+        print(f"| {name} | {label} | " + " | ".join(cells) + " |")
+    print(f"\n{DIFFPRIVLIB_NOTE}")
 
 
 def main(argv=None):

@@ -108,10 +108,11 @@ def test_clipped_noise_std_matches_calibration():
         # var_ = s_noisy - m_noisy^2 (no floor / cap reached): recover s_noisy.
         r_second.append(sc.var_ + m_noisy**2 - s)
     mech_mean, mech_second = sc.privacy_spent_.mechanisms
-    assert mech_mean.scale == pytest.approx(sigma_mean, rel=1e-12)
-    assert mech_second.scale == pytest.approx(sigma_second, rel=1e-12)
-    assert mech_mean.sensitivity == pytest.approx(2 * h * math.sqrt(d) / n)
-    assert mech_second.sensitivity == pytest.approx(h * h * math.sqrt(d) / n)
+    assert h * mech_mean.scale == pytest.approx(sigma_mean, rel=1e-12)
+    assert h * h * mech_second.scale == pytest.approx(sigma_second, rel=1e-12)
+    # Released in units of the half-width h: sensitivities 2 sqrt(d) / n, sqrt(d) / n.
+    assert mech_mean.sensitivity == pytest.approx(2 * math.sqrt(d) / n)
+    assert mech_second.sensitivity == pytest.approx(math.sqrt(d) / n)
     ratio_mean = _chi2_in_band(r_mean, sigma_mean)
     ratio_second = _chi2_in_band(r_second, sigma_second)
     assert 0.85 < ratio_mean < 1.15 and 0.85 < ratio_second < 1.15
@@ -127,7 +128,8 @@ def test_with_std_false_puts_the_whole_budget_on_the_mean():
     sc = DPStandardScaler(with_std=False, random_state=0).fit(X)
     (rec,) = sc.privacy_spent_.mechanisms
     rho = gaussian_rho_budget(EPS, DELTA, "gdp")
-    assert rec.scale == pytest.approx((20 * math.sqrt(d) / n) / math.sqrt(2 * rho))
+    # Default box [-10, 10]: released in units of h = 10, sensitivity 2 sqrt(d) / n.
+    assert 10 * rec.scale == pytest.approx((20 * math.sqrt(d) / n) / math.sqrt(2 * rho))
     assert sc.var_ is None and sc.scale_ is None
     np.testing.assert_allclose(sc.transform(X), X - sc.mean_)
     none = DPStandardScaler(with_mean=False, with_std=False).fit(X)
@@ -220,14 +222,19 @@ def test_clipped_moments_sensitivity_under_adversarial_neighbour():
         np.clip(X, -1e10, 1e10)
     )
     mean_rec, second_rec = sc.privacy_spent_.mechanisms
-    assert np.linalg.norm(mp - m) == pytest.approx(mean_rec.sensitivity, rel=1e-12)
+    # The mechanisms release m / h and s / h^2 (units of each half-width).
+    assert np.linalg.norm((mp - m) / h) == pytest.approx(
+        mean_rec.sensitivity, rel=1e-12
+    )
     # Second moment: corner to corner leaves z^2 = h^2 unchanged; the centre to a
     # corner is the worst case, h_j^2 / n per coordinate.
     X_centre = X.copy()
     X_centre[0] = (lower + upper) / 2
     _, s_centre = clipped_moments(X_centre, lower, upper)
     np.testing.assert_allclose(np.abs(sp_ - s_centre), h**2 / n, rtol=1e-12)
-    assert np.linalg.norm(sp_ - s_centre) <= second_rec.sensitivity * (1 + 1e-12)
+    assert np.linalg.norm((sp_ - s_centre) / h**2) <= second_rec.sensitivity * (
+        1 + 1e-12
+    )
     # Random adversarial pairs never exceed the recorded sensitivities.
     rng = np.random.default_rng(1)
     for _ in range(200):
@@ -235,7 +242,8 @@ def test_clipped_moments_sensitivity_under_adversarial_neighbour():
         Y = X.copy()
         Y[i] = rng.standard_cauchy(d) * 10.0 ** rng.integers(0, 300)
         a, b = clipped_moments(Y, lower, upper)
-        assert np.linalg.norm(a - m) <= mean_rec.sensitivity * (1 + 1e-12)
+        assert np.linalg.norm((a - m) / h) <= mean_rec.sensitivity * (1 + 1e-12)
+        assert np.linalg.norm((b - s) / h**2) <= second_rec.sensitivity * (1 + 1e-12)
 
 
 def test_robust_sensitivity_under_adversarial_neighbour():
@@ -361,3 +369,24 @@ def test_wrong_number_of_features_in_transform():
     sc = DPStandardScaler(random_state=0).fit(_data(d=3))
     with pytest.raises(ValueError, match="features"):
         sc.transform(_data(d=2))
+
+
+def test_clipped_release_is_equivariant_to_the_units_of_one_feature():
+    # Noise relative to each feature's own box: measuring feature 1 in units a
+    # thousand times smaller (data and public bounds x 1000) scales its released
+    # mean and scale by 1000 and leaves the other features' releases unchanged
+    # (same seed), so one wide box cannot drown a narrow feature.
+    n, d = 500, 3
+    X = _data(n, d, loc=0.0, std=0.5)
+    lower, upper = np.full(d, -2.0), np.full(d, 2.0)
+    a = DPStandardScaler(bounds=(lower, upper), random_state=3).fit(X)
+    X2, lower2, upper2 = X.copy(), lower.copy(), upper.copy()
+    X2[:, 1] *= 1000.0
+    lower2[1] *= 1000.0
+    upper2[1] *= 1000.0
+    b = DPStandardScaler(bounds=(lower2, upper2), random_state=3).fit(X2)
+    np.testing.assert_allclose(b.mean_[[0, 2]], a.mean_[[0, 2]], rtol=1e-12)
+    np.testing.assert_allclose(b.scale_[[0, 2]], a.scale_[[0, 2]], rtol=1e-12)
+    np.testing.assert_allclose(b.mean_[1], 1000.0 * a.mean_[1], rtol=1e-9)
+    np.testing.assert_allclose(b.scale_[1], 1000.0 * a.scale_[1], rtol=1e-9)
+    assert b.privacy_spent_.epsilon == pytest.approx(a.privacy_spent_.epsilon)

@@ -58,8 +58,9 @@ def clipped_moments(X, lower, upper):
     ``s_j = (1/n) sum_i z_ij^2``. With ``h = (upper - lower) / 2`` every
     ``z_ij`` lies in ``[-h_j, h_j]``, whatever ``x_ij`` (``+-inf`` included), so
     replacing one record moves ``m_j`` by at most ``2 h_j / n`` and ``s_j`` (its
-    summands in ``[0, h_j^2]``) by at most ``h_j^2 / n``: l2-sensitivities
-    ``2 ||h|| / n`` and ``||h^2|| / n`` (``n`` public).
+    summands in ``[0, h_j^2]``) by at most ``h_j^2 / n``. In units of each
+    feature's half-width, ``m_j / h_j`` and ``s_j / h_j^2``, the l2-sensitivities
+    are ``2 sqrt(d) / n`` and ``sqrt(d) / n`` (``n`` public).
 
     Parameters
     ----------
@@ -177,10 +178,13 @@ default=None
     Notes
     -----
     Sensitivities (replace-one, ``n`` public), with ``h = (upper - lower) / 2``:
-    ``"clipped"``: mean ``2 ||h|| / n``, second moment ``||h^2|| / n`` (see
-    :func:`clipped_moments`). ``"robust"``: ``8 tau s sqrt(d) / (3 n)`` for the
-    mean and ``8 tau s^2 sqrt(d) / (3 n)`` for the second moment, ``tau = 60``
-    (Kamath et al., case analysis in
+    ``"clipped"`` releases the moments in units of each feature's half-width,
+    ``m_j / h_j`` (sensitivity ``2 sqrt(d) / n``) and ``s_j / h_j^2``
+    (``sqrt(d) / n``), so every feature gets the same noise relative to its box
+    whatever the other features' boxes (see :func:`clipped_moments`).
+    ``"robust"``: ``8 tau s sqrt(d) / (3 n)`` for the mean and
+    ``8 tau s^2 sqrt(d) / (3 n)`` for the second moment, ``tau = 60`` (Kamath et
+    al., case analysis in
     :func:`skdpsco._mean_estimation._truncated_mean.truncated_mean`), plus the
     range histograms (l2-sensitivity ``sqrt(2)`` per feature); both stages use all
     records (``sample_split="budget"``), each at half its mechanism's budget.
@@ -309,21 +313,28 @@ default=None
         h = (upper - lower) / 2.0
         centre = (lower + upper) / 2.0
         m, s = clipped_moments(X, lower, upper)
-        # clipped_moments: replace-one moves m by <= 2 h_j / n per feature.
+        # The moments are released in units of each feature's public half-width,
+        # m_j / h_j and s_j / h_j^2, so that every feature gets the same noise
+        # relative to its box and the release is equivariant to a change of units
+        # of one feature (noise calibrated to ||h|| in absolute units would let
+        # one wide box drown every narrow feature). clipped_moments: replace-one
+        # moves m_j / h_j by <= 2 / n per feature, l2-sensitivity 2 sqrt(d) / n.
+        d = h.shape[0]
         mean_mech = GaussianMechanism.from_zcdp(
-            2.0 * np.linalg.norm(h) / n, rho_mean, name="scaler clipped mean"
+            2.0 * np.sqrt(d) / n, rho_mean, name="scaler clipped mean"
         )
-        m_noisy = mean_mech.release(m, rng)
+        m_noisy = h * mean_mech.release(m / h, rng)
         records = [mean_mech.record()]
         # Clipping the released mean into the box is post-processing.
         mean = np.clip(centre + m_noisy, lower, upper)
         if not self.with_std:
             return mean, None, records
-        # Summands z^2 in [0, h_j^2]: replace-one moves s by <= h_j^2 / n.
+        # Summands z^2 / h^2 in [0, 1]: replace-one moves s_j / h_j^2 by <= 1 / n,
+        # l2-sensitivity sqrt(d) / n.
         second_mech = GaussianMechanism.from_zcdp(
-            np.linalg.norm(h * h) / n, rho_second, name="scaler clipped second moment"
+            np.sqrt(d) / n, rho_second, name="scaler clipped second moment"
         )
-        s_noisy = second_mech.release(s, rng)
+        s_noisy = h * h * second_mech.release(s / (h * h), rng)
         records.append(second_mech.record())
         # Var of the clipped data = s - m^2 (about the box centre), from the two
         # released values only; a variable in [-h, h] has variance <= h^2.

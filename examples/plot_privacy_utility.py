@@ -49,7 +49,6 @@ import time
 
 import matplotlib.pyplot as plt
 import numpy as np
-import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer, load_diabetes
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.model_selection import train_test_split
@@ -61,6 +60,7 @@ from skdpsco import (
     HeavyTailedDPRidge,
     SparseGradientDPClassifier,
 )
+from skdpsco.datasets import make_one_hot_classification
 
 EPSILONS = np.array([0.1, 0.3, 1.0, 3.0, 10.0])
 SEEDS = (0, 1, 2, 3, 4)
@@ -88,21 +88,15 @@ mu, sd = y_pub.mean(), y_pub.std()  # the target is scaled with public numbers t
 diabetes = X_tr, X_te, (y_tr - mu) / sd, (y_te - mu) / sd
 
 
-def one_hot_records(n=40_000, fields=8, levels=50, seed=0):
-    """``fields`` categorical columns of ``levels`` values each, one-hot as CSR.
+def one_hot_records():
+    """8 categorical columns of 50 values each, one-hot as CSR.
 
-    Every row has exactly ``fields`` ones: a fact of the public schema, so it is
-    declared to the estimator (``sparsity=8``, ``row_norm_bound=sqrt(8)``), never
-    read from the data.
+    Every row has exactly 8 ones: a fact of the public schema, so it is declared
+    to the estimator (``sparsity=8``, ``row_norm_bound=sqrt(8)``), never read from
+    the data.
     """
-    rng = np.random.default_rng(seed)
-    cols = rng.integers(0, levels, size=(n, fields)) + np.arange(fields) * levels
-    X = sp.csr_matrix(
-        (np.ones(n * fields), cols.ravel(), np.arange(0, n * fields + 1, fields)),
-        shape=(n, fields * levels),
-    )
-    y = X @ rng.normal(size=fields * levels) + 0.5 * rng.logistic(size=n) > 0
-    return X[:30_000], X[30_000:], y[:30_000].astype(int), y[30_000:].astype(int)
+    X, y, _ = make_one_hot_classification(40_000, 8, 50, random_state=0)
+    return X[:30_000], X[30_000:], y[:30_000], y[30_000:]
 
 
 def sparse_truth(n=20_000, d=50, seed=0):

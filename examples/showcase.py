@@ -21,7 +21,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.model_selection import train_test_split
@@ -38,6 +37,7 @@ from skdpsco import (
 from skdpsco.datasets import (
     make_heavy_tailed_classification,
     make_heavy_tailed_regression,
+    make_one_hot_classification,
 )
 
 EPSILONS = (0.5, 1.0, 2.0, 8.0)
@@ -66,17 +66,11 @@ def _heavy_tailed_models(kind, heavy):
     return [(Est, dict(algorithm=a)) for a in algorithms]
 
 
-def _one_hot_data(n=40_000, fields=8, levels=50, seed=0):
+def _one_hot_data():
     """Categorical records one-hot encoded as CSR: 8 non-zeros per row, a public
     schema fact, so ``sparsity=8`` and ``||x|| = sqrt(8)`` are declared, not read."""
-    rng = np.random.default_rng(seed)
-    cols = rng.integers(0, levels, size=(n, fields)) + np.arange(fields) * levels
-    X = sp.csr_matrix(
-        (np.ones(n * fields), cols.ravel(), np.arange(0, n * fields + 1, fields)),
-        shape=(n, fields * levels),
-    )
-    y = X @ rng.normal(size=fields * levels) + 0.5 * rng.logistic(size=n) > 0
-    return X[:30_000], X[30_000:], y[:30_000].astype(int), y[30_000:].astype(int)
+    X, y, _ = make_one_hot_classification(40_000, 8, 50, random_state=0)
+    return X[:30_000], X[30_000:], y[:30_000], y[30_000:]
 
 
 def _sparse_truth_data(n=20_000, d=50, seed=0):

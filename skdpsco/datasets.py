@@ -3,8 +3,9 @@
 The generators in this module reproduce the synthetic designs used in the
 experiments of the heavy-tailed DP-SCO literature ([1]_, [2]_): linear models
 whose features and/or additive noise are drawn from heavy-tailed families
-(Student-t, log-normal, Pareto, log-logistic).  They are used by the test
-suite, the examples and the benchmarks.
+(Student-t, log-normal, Pareto, log-logistic), and one-hot encoded categorical
+records as ``scipy.sparse`` CSR matrices (the sparse-gradient setting).  They are
+used by the test suite, the examples and the benchmarks.
 
 References
 ----------
@@ -21,7 +22,11 @@ import numbers
 
 import numpy as np
 
-__all__ = ["make_heavy_tailed_regression", "make_heavy_tailed_classification"]
+__all__ = [
+    "make_heavy_tailed_regression",
+    "make_heavy_tailed_classification",
+    "make_one_hot_classification",
+]
 
 _FEATURE_DISTRIBUTIONS = ("normal", "student_t", "lognormal", "pareto", "loglogistic")
 _NOISE_DISTRIBUTIONS = _FEATURE_DISTRIBUTIONS + ("none",)
@@ -572,4 +577,65 @@ def make_heavy_tailed_classification(
         y = np.argmax(scores, axis=1).astype(np.int64)
     if label_names is not None:
         y = labels[y]
+    return X, y, coef
+
+
+def make_one_hot_classification(
+    n_samples=1000, n_fields=8, n_levels=50, *, noise_scale=0.5, random_state=None
+):
+    """Binary classification on one-hot encoded categorical records (CSR).
+
+    Each record has ``n_fields`` categorical fields of ``n_levels`` values each,
+    drawn uniformly and one-hot encoded: ``X`` has ``n_fields * n_levels`` columns
+    and exactly ``n_fields`` ones per row, so every per-example gradient of a linear
+    model is ``n_fields``-sparse and every row has norm ``sqrt(n_fields)``. Both
+    are facts of the public schema, to be declared to
+    :class:`~skdpsco.SparseGradientDPClassifier` (``sparsity``,
+    ``row_norm_bound``), never read from the data. The label is
+    ``1[x . w + noise_scale * e > 0]`` with ``w ~ N(0, I)`` and logistic ``e``.
+
+    Parameters
+    ----------
+    n_samples : int, default=1000
+        Number of records.
+    n_fields : int, default=8
+        Number of categorical fields (non-zeros per row).
+    n_levels : int, default=50
+        Number of values of each field.
+    noise_scale : float, default=0.5
+        Scale of the logistic label noise (0 for noise-free labels).
+    random_state : None, int, RandomState or Generator, default=None
+        Seed or generator; ``None`` draws fresh entropy.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (n_samples, n_fields * n_levels)
+        The one-hot design (float64 ones).
+    y : ndarray of shape (n_samples,)
+        Labels in {0, 1}.
+    coef : ndarray of shape (n_fields * n_levels,)
+        The true coefficients ``w``.
+
+    Examples
+    --------
+    >>> from skdpsco.datasets import make_one_hot_classification
+    >>> X, y, coef = make_one_hot_classification(100, n_fields=3, n_levels=4,
+    ...                                          random_state=0)
+    >>> X.shape, X.nnz, sorted(set(y.tolist())), coef.shape
+    ((100, 12), 300, [0, 1], (12,))
+    """
+    import scipy.sparse as sp
+
+    n = _check_int(n_samples, "n_samples", 1)
+    fields = _check_int(n_fields, "n_fields", 1)
+    levels = _check_int(n_levels, "n_levels", 1)
+    noise_scale = _check_real(noise_scale, "noise_scale", low=0.0)
+    rng = _check_generator(random_state)
+    cols = rng.integers(0, levels, size=(n, fields)) + np.arange(fields) * levels
+    X = sp.csr_matrix(
+        (np.ones(n * fields), cols.ravel(), np.arange(0, n * fields + 1, fields)),
+        shape=(n, fields * levels),
+    )
+    coef = rng.normal(size=fields * levels)
+    y = (X @ coef + noise_scale * rng.logistic(size=n) > 0).astype(int)
     return X, y, coef

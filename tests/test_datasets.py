@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
 
 from skdpsco.datasets import (
@@ -471,3 +472,26 @@ def test_classification_invalid_parameters(kwargs, match):
     params.update(kwargs)
     with pytest.raises(ValueError, match=match):
         make_heavy_tailed_classification(**params)
+
+
+def test_make_one_hot_classification_schema_and_reproducibility():
+    from skdpsco.datasets import make_one_hot_classification
+
+    X, y, coef = make_one_hot_classification(
+        500, n_fields=4, n_levels=10, random_state=0
+    )
+    assert sp.isspmatrix_csr(X) and X.shape == (500, 40)
+    # Exactly one level per field: n_fields ones per row, one in each field block.
+    np.testing.assert_array_equal(np.diff(X.indptr), 4)
+    np.testing.assert_array_equal(X.data, 1.0)
+    np.testing.assert_array_equal(X.indices.reshape(500, 4) // 10, [[0, 1, 2, 3]] * 500)
+    assert set(np.unique(y)) == {0, 1} and coef.shape == (40,)
+    # Noise-free labels are the sign of the linear score.
+    X0, y0, w0 = make_one_hot_classification(200, 3, 5, noise_scale=0, random_state=1)
+    np.testing.assert_array_equal(y0, (X0 @ w0 > 0).astype(int))
+    X2, y2, _ = make_one_hot_classification(500, 4, 10, random_state=0)
+    assert (X2 != X).nnz == 0 and np.array_equal(y2, y)
+    with pytest.raises(ValueError, match="n_fields"):
+        make_one_hot_classification(10, n_fields=0)
+    with pytest.raises(ValueError, match="noise_scale"):
+        make_one_hot_classification(10, noise_scale=-1.0)

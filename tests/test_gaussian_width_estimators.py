@@ -540,3 +540,31 @@ def test_multiclass_objective_perturbation_limit_matches_scipy():
     ).x.reshape(d, K)
     assert np.linalg.norm(ref) == pytest.approx(1.2, abs=1e-8)  # the ball binds
     np.testing.assert_allclose(clf.coef_.T, ref, atol=1e-6)
+
+
+def test_objective_perturbation_error_falls_as_epsilon_grows():
+    # The certified accuracy is capped at its epsilon = 1 value: with the paper's
+    # alpha ~ epsilon^2 the solve loosened as epsilon grew, and a fit at
+    # epsilon = 1e4 was further from the truth than one at epsilon = 8.
+    import warnings
+
+    rng = np.random.default_rng(0)
+    n, d = 20_000, 50
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    w = np.zeros(d)
+    w[:5] = [3.33, -2.0, 1.5, -1.0, 0.5]
+    y = X @ w + 0.1 * rng.normal(size=n)
+    errors = []
+    for eps in (8.0, 1e2, 1e4):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = GaussianWidthDPRegressor(
+                algorithm="objective_perturbation",
+                epsilon=eps,
+                alpha=1e-4,
+                radius=10.0,
+                random_state=0,
+            ).fit(X, y)
+        errors.append(np.linalg.norm(est.coef_ - w) / np.linalg.norm(w))
+    assert errors[0] > errors[1] > errors[2]
+    assert errors[2] < 0.1  # 0.08 measured; about 0.9 with the paper's alpha

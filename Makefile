@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo lint test-slow audit-slow bench docs clean venv
+.PHONY: test demo lint test-slow bench docs clean venv
 
 venv: $(STAMP)
 

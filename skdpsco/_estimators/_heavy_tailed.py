@@ -289,19 +289,30 @@ class _HeavyTailedBase(DPLinearModel):
     }
 
     def _sample_weight(self, target):
+        """``None``, or per-record weights and their public normaliser.
+
+        The normaliser must be a public constant (for classifiers, the largest
+        weight of the ``class_weight`` table over ``classes_``), not a statistic of
+        the records.
+        """
         return None
 
     def _run_algorithm(self, X, target, n_outputs, budget, rng):
         loss = self._loss(n_outputs)
         design = LinearDesign(X, self.fit_intercept)
         shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
-        sample_weight = self._sample_weight(target)
+        weighting = self._sample_weight(target)
         l2_penalty = self._l2_penalty(budget.n_samples)
-        if sample_weight is not None:
-            # Weights w_i enter as w_i / max(w) <= 1 after clipping (sensitivity
-            # unchanged); dividing the penalty by max(w) too keeps the minimiser of
-            # (1/n) sum w_i loss_i + (lambda/2)||w||^2.
-            top = sample_weight.max()
+        sample_weight = None
+        if weighting is not None:
+            # Weights w_i enter as w_i / W <= 1 after clipping (sensitivity
+            # unchanged); dividing the penalty by W too keeps the minimiser of
+            # (1/n) sum w_i loss_i + (lambda/2)||w||^2. W is the largest weight of
+            # the public table over classes_, never the largest over the records:
+            # that one depends on which labels occur in the private y, and would
+            # rescale every record's contribution, the penalty and the step size
+            # between neighbours (a release found in review, tested).
+            sample_weight, top = weighting
             sample_weight, l2_penalty = sample_weight / top, l2_penalty / top
         build_plan, all_gaussian, weighted = _ALGORITHMS[self.algorithm]
         if sample_weight is not None and not weighted:
@@ -743,7 +754,7 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
                 )
             weights[matches[0]] = float(weight)
         codes = target.astype(np.intp)
-        return weights[codes]
+        return weights[codes], weights.max()
 
     def _l2_penalty(self, n_samples):
         # LogisticRegression's C sum(loss) + ||w||^2/2, divided by C n.

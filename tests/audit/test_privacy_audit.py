@@ -274,3 +274,32 @@ def test_canaries_are_replace_one_neighbours():
             assert X.shape == Xp.shape
             assert np.flatnonzero(differs).tolist() == [case.index]
             assert np.all(np.isfinite(Xp)) and np.all(np.isfinite(case.y_prime))
+
+
+@pytest.mark.parametrize("algorithm", ["clipped_gd", "catoni_gd", "dp_sgd"])
+def test_privacy_audit_class_weight_with_public_classes(algorithm):
+    """Weighted records under a public label set: D has no record of the heavily
+    weighted class, D' has one. The weights' normaliser must be the public table's
+    maximum (a maximum over the records would differ between D and D')."""
+    from .auditor import canary_statistics
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 3))
+    y = np.zeros(100, dtype=int)
+    y_prime = y.copy()
+    y_prime[0] = 1
+    params = audit_params(skdpsco.HeavyTailedDPLogistic, algorithm)
+    params.update(classes=[0, 1], class_weight={0: 1.0, 1: 100.0})
+    factory = EstimatorFactory(skdpsco.HeavyTailedDPLogistic, params)
+    result = audit(
+        factory,
+        (X, y),
+        (X, y_prime),
+        statistic=canary_statistics(X[0]),
+        n_runs=N_RUNS,
+        delta=DELTA,
+        alpha=0.05,
+        seed=_stable_seed("class_weight", algorithm),
+    )
+    assert result.epsilon_lb <= CLAIMED_EPSILON, result.summary()
+    assert result.n_failed == (0, 0), result.summary()

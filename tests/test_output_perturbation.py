@@ -346,3 +346,25 @@ def test_no_unnoised_solution_in_the_fitted_state():
         l2_penalty=0.1,
         tol_w=1e-3 * 2 * math.hypot(1 + 1e-12, 1.0) / (0.1 * 200),
     )
+
+
+def test_tiny_tol_is_floored_so_the_certificate_never_depends_on_the_data():
+    # Neighbours differing in one target: without the public floor on tol_w, the
+    # rounding margin of the certificate (which grows with ||w*||) exceeded
+    # tol * 2L / (lambda n) on one side only, so one fit released and the other
+    # raised CertificationError, whatever the seed (found in review).
+    from skdpsco import SparseGradientDPRegressor
+    from skdpsco._solvers._output_perturbation import certificate_floor
+
+    rng = np.random.default_rng(0)
+    n, d = 200, 5
+    X = rng.normal(size=(n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    full = rng.normal(size=n) * 10
+    y_a = np.where(np.arange(n) < 72, full, 0.0)
+    y_b = np.where(np.arange(n) < 73, full, 0.0)
+    for y in (y_a, y_b):
+        est = SparseGradientDPRegressor(alpha=1e-2, tol=1e-12, random_state=0)
+        est.fit(X, y)
+        assert np.all(np.isfinite(est.coef_))
+    assert certificate_floor(1.0, 1.0, 1e-2) > 1e-12 * 2.0 / (1e-2 * n)

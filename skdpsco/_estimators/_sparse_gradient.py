@@ -440,7 +440,9 @@ default="output_perturbation"
     tol : float, default=1e-3
         Relative accuracy of the certified solve, in ``(0, 1)``: the certified
         distance is ``tol_w = tol * 2 L / (alpha_ n)``, fixed before the solve, and
-        the noise grows by the factor ``1 + 2 tol``.
+        the noise grows by the factor ``1 + 2 tol``. ``tol_w`` is floored at a
+        public bound above floating-point rounding (tiny ``tol`` at large ``n``),
+        so the certificate can never fail on some data and not on other data.
     confidence : float, default=0.05
         ``beta`` of the automatic penalty formula, of the SGD's and the net's
         parameters and of boosting (an accuracy parameter, never a privacy one).

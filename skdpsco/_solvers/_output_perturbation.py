@@ -104,6 +104,28 @@ def auto_l2_penalty(
     return max((L / D) * math.sqrt(statistical), privacy ** (1.0 / 3.0))
 
 
+def certificate_floor(lipschitz, smoothness, l2_penalty):
+    """Public lower bound on ``tol_w`` above the certificate's rounding margin.
+
+    The residual certificate adds ``64 eps_mach (||g|| + ||g+|| + H (||w|| +
+    ||w+||)) / lambda`` for floating-point rounding (:mod:`._certified`). From
+    ``w = 0`` the strongly convex accelerated iterates satisfy ``||x_k - w*||^2 <=
+    2 (F(0) - F* + lambda ||w*||^2 / 2) / lambda <= 2 L^2 / lambda^2`` with
+    ``||w*|| <= L / lambda``, so every point the solver evaluates (extrapolations
+    included) has ``||w|| <= 4L / lambda`` and ``||grad F(w)|| <= 5L``: the margin
+    is at most ``64 eps (10 L + 8 (H + lambda) L / lambda) / lambda``, public. A
+    ``tol_w`` below it could never be certified, and whether the actual margin
+    (which grows with the data-dependent ``||w*||``) exceeds ``tol_w`` would decide
+    between a release and an exception: a one-bit data-dependent release (card §4
+    item 3 [REVIEW]; found in review). ``tol_w`` is floored at 16 times the bound;
+    the noise is calibrated to the floored ``tol_w``, so privacy holds for any
+    ``tol``.
+    """
+    L, H, lam = float(lipschitz), float(smoothness), float(l2_penalty)
+    eps = np.finfo(float).eps
+    return 16.0 * 64.0 * eps * (10.0 * L + 8.0 * (H + lam) * L / lam) / lam
+
+
 def certified_iteration_budget(*, lipschitz, smoothness, l2_penalty, tol_w):
     """Public iteration cap under which the certified solve cannot fail.
 
@@ -237,7 +259,8 @@ def plan_output_perturbation(
         ``delta = 0``: pure DP with Laplace noise; ``delta > 0``: Gaussian noise
         calibrated exactly (analytic Gaussian, valid for every epsilon).
     tol : float
-        Relative certificate: ``tol_w = tol * 2L / (lambda n)`` (card §7.4 [REVIEW]).
+        Relative certificate: ``tol_w = tol * 2L / (lambda n)`` (card §7.4 [REVIEW]),
+        floored at :func:`certificate_floor` (public) so the certificate cannot fail.
     max_iter : int or None
         Solver cap; None uses :func:`certified_iteration_budget`.
 
@@ -254,7 +277,7 @@ def plan_output_perturbation(
     if not (lam > 0 and math.isfinite(lam)):
         raise ValueError(f"output perturbation needs lambda > 0, got {lam!r}.")
     exact = 2.0 * L / (lam * n)  # Thm 7.1: l2-sensitivity of the exact minimiser
-    tol_w = float(tol) * exact
+    tol_w = max(float(tol) * exact, certificate_floor(L, H, lam))
     if max_iter is None:
         max_iter = certified_iteration_budget(
             lipschitz=L, smoothness=H, l2_penalty=lam, tol_w=tol_w

@@ -15,6 +15,7 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
 from skdpsco.exceptions import PrivacyBudgetError
 from skdpsco.model_selection import PrivateSearchCV
+from skdpsco.model_selection import _search as _search_module
 from skdpsco.model_selection._search import PrivateSearchCV as _PSCV
 from skdpsco.preprocessing import DPStandardScaler
 from skdpsco.privacy import (
@@ -77,9 +78,23 @@ def test_end_to_end_spend_within_the_ask(fitted, clf_data):
     )
 
 
+def _spy_on_runs(monkeypatch):
+    """Record K, the hidden number of runs, as the sampler returns it."""
+    drawn = []
+    sampler = _search_module.truncated_negative_binomial
+
+    def spy(*args, **kwargs):
+        drawn.append(sampler(*args, **kwargs))
+        return drawn[-1]
+
+    monkeypatch.setattr(_search_module, "truncated_negative_binomial", spy)
+    return drawn
+
+
 def test_every_run_fits_within_its_share(clf_data, monkeypatch):
     """Each fit of the search (probes included) spends at most the per-run rho."""
     X, y = clf_data
+    drawn = _spy_on_runs(monkeypatch)
     seen = []
     original = _PSCV._check_run
 
@@ -92,7 +107,7 @@ def test_every_run_fits_within_its_share(clf_data, monkeypatch):
     search = PrivateSearchCV(
         HeavyTailedDPLogistic(max_iter=5), {"C": [0.1, 1.0]}, random_state=3
     ).fit(X, y)
-    assert len(seen) == 2 + search._n_runs  # one probe per configuration + the runs
+    assert len(seen) == 2 + drawn[-1]  # one probe per configuration + the runs
     for total, rho_step in seen:
         assert total <= search.run_rho_
         assert total == pytest.approx(rho_step, rel=1e-6)  # and uses all of it
@@ -109,10 +124,11 @@ def test_pipeline_budget_split_over_dp_steps(clf_data):
     ).fit(X, y)
     assert search.privacy_spent_.epsilon <= 2.0
     best = search.best_estimator_
+    # Each step of a run gets half of the per-run rho (checked run by run in
+    # test_every_run_fits_within_its_share); the released steps carry the whole
+    # search's spend, so totalling one step alone never understates.
     for name in ("scale", "clf"):
-        rho = best.named_steps[name].privacy_spent_.rho
-        assert rho == pytest.approx(search.run_rho_ / 2, rel=1e-6)
-        assert rho <= search.run_rho_ / 2
+        assert best.named_steps[name].privacy_spent_ == search.privacy_spent_
     assert total_privacy_spent(best).epsilon == search.privacy_spent_.epsilon
     assert search.score(X, y) > 0.7  # non-private LogisticRegression: 0.80
     # A stateless transformer learns nothing from the data: allowed.
@@ -218,7 +234,8 @@ class _TinyDP(ClassifierMixin, BaseEstimator):
         return self.classes_[(np.asarray(X)[:, 0] > self.t_).astype(int)]
 
 
-def test_number_of_runs_follows_the_selection_distribution():
+def test_number_of_runs_follows_the_selection_distribution(monkeypatch):
+    drawn = _spy_on_runs(monkeypatch)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((200, 2))
     y = (X[:, 0] > 0).astype(int)
@@ -233,7 +250,7 @@ def test_number_of_runs_follows_the_selection_distribution():
             eta=7.0,  # ignored by "geometric"
             random_state=seed,
         ).fit(X, y)
-        counts.append(search._n_runs)
+        counts.append(drawn[-1])
     counts = np.array(counts)
     assert search.selection_eta_ == 1.0
     observed = [np.sum(counts == k) for k in (1, 2, 3, 4)] + [np.sum(counts >= 5)]
@@ -423,3 +440,24 @@ def test_list_and_dataframe_inputs(clf_data):
     assert search.feature_names_in_.tolist() == ["a", "b", "c", "d"]
     with pytest.raises(ValueError):
         search.fit(X[:, 0], y)  # 1-d X
+
+
+def test_released_model_carries_no_run_seed_and_k_is_not_stored(clf_data):
+    # The seed of the winning run would let anyone regenerate its noise: the
+    # released estimator carries the user's random_state (here None), and the
+    # number of runs K is not an attribute of the fitted search (found in review).
+    X, y = clf_data
+    pipe = Pipeline(
+        [
+            ("scale", DPStandardScaler(epsilon=0.5)),
+            ("clf", HeavyTailedDPLogistic(max_iter=5)),
+        ]
+    )
+    search = PrivateSearchCV(pipe, {"clf__C": [0.1, 1.0]}).fit(X, y)
+    params = search.best_estimator_.get_params()
+    assert params["scale__random_state"] is None
+    assert params["clf__random_state"] is None
+    assert not any("n_runs" in name for name in vars(search))
+    # Every DP step of the released model carries the whole search's spend.
+    for step in (search.best_estimator_[0], search.best_estimator_[-1]):
+        assert step.privacy_spent_ == search.privacy_spent_

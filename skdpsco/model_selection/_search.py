@@ -122,6 +122,15 @@ def _private_steps(estimator, prefix=""):
     return prefixes
 
 
+def _random_state_params(estimator):
+    """Every ``random_state`` parameter of ``estimator`` (deep), as set."""
+    return {
+        key: value
+        for key, value in estimator.get_params(deep=True).items()
+        if key == "random_state" or key.endswith("__random_state")
+    }
+
+
 def _set_random_states(estimator, rng):
     """Give every step with a ``random_state`` its own seed from the search's rng."""
     params = estimator.get_params(deep=True)
@@ -638,6 +647,15 @@ default=None
         )
 
         score, index, est = best
+        # The run's seeds were drawn from the search's generator and set as plain
+        # ints on its steps: left on the released model, they would let anyone
+        # regenerate its noise and subtract it (a leak found in review). The
+        # released estimator carries the user's own random_state values.
+        est.set_params(**_random_state_params(self.estimator))
+        # Every DP step of the released model carries the search's total, never
+        # its per-run share: totalling one step alone must not understate.
+        for prefix in prefixes:
+            _step(est, prefix).privacy_spent_ = spent
         est.privacy_spent_ = spent
         self.best_estimator_ = est
         self.best_index_ = index
@@ -664,8 +682,7 @@ default=None
             self.n_features_in_ = est.n_features_in_
         if hasattr(est, "feature_names_in_"):
             self.feature_names_in_ = est.feature_names_in_
-        # Not part of the release (the guarantee needs K hidden): kept for tests.
-        self._n_runs = n_runs
+        # The number of runs K is not stored: the guarantee needs K hidden.
         return self
 
     @staticmethod

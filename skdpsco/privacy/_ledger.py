@@ -178,6 +178,38 @@ def _sub_estimators(obj, *, fitted):
     return None
 
 
+def _learns_without_budget(step):
+    """A fitted step that learns from the data outside any DP mechanism.
+
+    Such a step (scikit-learn's ``StandardScaler``, ``PCA``, an encoder) stores
+    exact statistics of the records, released with the model, and makes every
+    transformed row depend on every record, which voids the guarantee of the DP
+    steps after it.
+    """
+    if _has_budget(step) or not hasattr(step, "fit"):
+        return False
+    try:
+        from sklearn.utils import get_tags
+
+        return bool(get_tags(step).requires_fit)
+    except (TypeError, AttributeError, ValueError):
+        return True  # unknown: assume it learns (a warning, not a refusal)
+
+
+def _warn_learned_steps(names):
+    if names:
+        warnings.warn(
+            f"total_privacy_spent: step(s) {sorted(set(names))} learn from the data "
+            "without a privacy budget (their fitted statistics are released exact, "
+            "and they change every transformed row when one record changes): the "
+            "total does not cover them, and the DP steps after them lose their "
+            "guarantee. Use skdpsco.preprocessing.DPStandardScaler or a stateless "
+            "transformer.",
+            PrivacyLeakWarning,
+            stacklevel=4,
+        )
+
+
 def _has_budget(obj):
     """``epsilon`` and ``delta`` parameters: a DP estimator (fitted or not)."""
     return hasattr(obj, "epsilon") and hasattr(obj, "delta")
@@ -300,6 +332,16 @@ def _cross_validate_spent(result, out):
         )
     for estimator in result["estimator"]:
         _collect_spent(estimator, out)
+    if any(_is_classifier(est) for est in result["estimator"]):
+        warnings.warn(
+            "cross_validate result of a classifier: if its folds depended on the "
+            "labels (StratifiedKFold, scikit-learn's default for cv=int or None), "
+            "one changed label can move other records between folds, which the "
+            "per-fit composition does not cover (the result does not say which "
+            "splitter ran). Pass cv=KFold(...) to keep the total valid.",
+            PrivacyLeakWarning,
+            stacklevel=4,
+        )
     if any(key.startswith(("test_", "train_")) for key in result):
         warnings.warn(
             "cross_validate result: total_privacy_spent composes the fold fits "
@@ -309,6 +351,12 @@ def _cross_validate_spent(result, out):
             PrivacyLeakWarning,
             stacklevel=4,
         )
+
+
+def _is_classifier(estimator):
+    from sklearn.base import is_classifier
+
+    return is_classifier(estimator)
 
 
 def _collect_spent(obj, out):
@@ -327,6 +375,7 @@ def _collect_spent(obj, out):
         return
     subs = _sub_estimators(obj, fitted=True)
     if subs is not None:  # every step saw the same records
+        learned = []
         for _, step in subs:
             if _is_skipped_step(step):
                 continue
@@ -349,7 +398,10 @@ def _collect_spent(obj, out):
                     "total_privacy_spent cannot count; only Pipeline, FeatureUnion, "
                     "ColumnTransformer and search objects are recognised."
                 )
-            # Other steps (transformers that spend no privacy) contribute nothing.
+            elif _learns_without_budget(step):
+                learned.append(type(step).__name__)
+            # Stateless steps spend no privacy and contribute nothing.
+        _warn_learned_steps(learned)
         return
     if isinstance(obj, Iterable) and not isinstance(obj, str | bytes):
         for item in obj:

@@ -1,6 +1,7 @@
 """total_privacy_spent over composites: Pipeline, searches, cross_validate, parallel."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -137,8 +138,10 @@ def test_cross_validate_result_is_sequential_composition():
     result = cross_validate(
         _logistic(epsilon=0.5), X, y, cv=KFold(4), return_estimator=True
     )
-    with pytest.warns(PrivacyLeakWarning, match="scores"):
+    with pytest.warns(PrivacyLeakWarning) as caught:
         total = total_privacy_spent(result)
+    messages = " ".join(str(w.message) for w in caught)
+    assert "scores" in messages and "StratifiedKFold" in messages
     expected = total_privacy_spent(list(result["estimator"]))
     assert total == expected
     assert total.delta == pytest.approx(4 * DELTA)
@@ -233,3 +236,22 @@ def test_existing_inputs_keep_working():
     assert total_privacy_spent(a) == PrivacySpent.from_records([rec], 1e-6)
     with pytest.raises(TypeError, match="privacy_spent_"):
         total_privacy_spent(object())
+
+
+def test_steps_that_learn_without_a_budget_are_flagged():
+    # scikit-learn's StandardScaler and PCA release exact statistics of the records
+    # (and change every transformed row when one record changes): the total cannot
+    # cover them, and says so; stateless steps pass silently (found in review).
+    from sklearn.decomposition import PCA
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
+    X, y = _classification()
+    leaky = make_pipeline(StandardScaler(), PCA(2), _logistic(epsilon=1.0)).fit(X, y)
+    with pytest.warns(PrivacyLeakWarning, match="PCA.*StandardScaler"):
+        total = total_privacy_spent(leaky)
+    assert total.epsilon == pytest.approx(leaky[-1].privacy_spent_.epsilon)
+    clean = make_pipeline(FunctionTransformer(), _logistic(epsilon=1.0)).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        total_privacy_spent(clean)

@@ -317,6 +317,15 @@ default=None
     n_features_in_ : int
         Number of features seen during fit.
 
+    Notes
+    -----
+    What the guarantee does not cover: the wall-clock time of ``fit`` grows with
+    the hidden number of runs ``K``, so an adversary who times the search learns
+    about ``K`` (a side channel outside the model of differential privacy, as for
+    every DP library); release the fitted search, not its timing. The released
+    ``best_estimator_`` carries the ``random_state`` values you set, never the seed
+    its run was fitted with (that seed would let anyone regenerate its noise).
+
     See Also
     --------
     sklearn.model_selection.GridSearchCV : the non-private search.

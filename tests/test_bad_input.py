@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone, is_classifier
 
 import skdpsco
+from skdpsco.exceptions import PrivacyBudgetError
 
 SEED = 0
 N_SAMPLES = 40
@@ -451,3 +452,35 @@ def test_good_fit_does_not_mutate_parameters(Estimator, target):
     est.fit(X, y)
     _assert_params_equal(before, est.get_params(deep=True))
     assert {k: id(v) for k, v in est.get_params(deep=False).items()} == identity
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS, ids=lambda E: E.__name__)
+def test_sample_weight_is_refused_with_the_reason(Estimator):
+    X, y = _make_data(_target_of(Estimator()))
+    est = _make_estimator(Estimator)
+    with pytest.raises(TypeError, match=f"{Estimator.__name__}.*sample_weight"):
+        est.fit(X, y, sample_weight=np.ones(len(y)))
+    assert not hasattr(est, "coef_")
+
+
+@pytest.mark.parametrize(
+    "Estimator",
+    [E for E in ESTIMATORS if not E()._accept_sparse],
+    ids=lambda E: E.__name__,
+)
+def test_sparse_input_refusal_names_the_estimator_and_the_alternatives(Estimator):
+    X, y = _make_data(_target_of(Estimator()))
+    with pytest.raises(TypeError, match=f"{Estimator.__name__}.*SparseGradientDP"):
+        _make_estimator(Estimator).fit(sp.csr_matrix(X), y)
+
+
+@pytest.mark.parametrize("algorithm", ["dp_sgd", "aclipped_sgd", "r_aclipped_sgd"])
+def test_poisson_sgd_calibrates_at_large_and_refuses_tiny_epsilon_clearly(algorithm):
+    # exp(epsilon) of a near-noiseless bracket overflowed inside the bisection at
+    # epsilon >= 14; a target below what the RDP orders can certify raised an error
+    # naming nothing.
+    X, y = _make_data("regression", n=3000)
+    est = skdpsco.HeavyTailedDPRidge(algorithm=algorithm, epsilon=50.0, random_state=0)
+    assert est.fit(X, y).privacy_spent_.epsilon <= 50.0
+    with pytest.raises(PrivacyBudgetError, match="epsilon=0.001 is too small"):
+        skdpsco.HeavyTailedDPRidge(algorithm=algorithm, epsilon=1e-3).fit(X, y)

@@ -22,6 +22,11 @@ from skdpsco.privacy._accounting import gaussian_rho_budget
 from skdpsco.privacy._params import _non_private_testing_mode
 from skdpsco.utils._compat import InvalidParameterError
 
+#: Small test data put many variances below their noise level: expected here.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:DPStandardScaler.*noise level:UserWarning"
+)
+
 EPS, DELTA = 1.0, 1e-5
 
 
@@ -390,3 +395,30 @@ def test_clipped_release_is_equivariant_to_the_units_of_one_feature():
     np.testing.assert_allclose(b.mean_[1], 1000.0 * a.mean_[1], rtol=1e-9)
     np.testing.assert_allclose(b.scale_[1], 1000.0 * a.scale_[1], rtol=1e-9)
     assert b.privacy_spent_.epsilon == pytest.approx(a.privacy_spent_.epsilon)
+
+
+@pytest.mark.filterwarnings("error::UserWarning")
+def test_variance_below_its_noise_level_is_floored_there_and_flagged():
+    # n = 1000, d = 10, N(0, 1) data, default box [-10, 10], epsilon = 1: the noise
+    # std of the variance is ~2.4, so many noisy variances fall at or below 0.
+    # They are floored at that public noise level (scale ~1.5), not at
+    # (1e-3 x 10)^2, which multiplied the feature by 100 after scaling.
+    X = _data(1000, 10, loc=0.0, std=1.0)
+    with pytest.warns(UserWarning, match="below its noise level"):
+        sc = DPStandardScaler(random_state=1).fit(X)
+    (_, second) = sc.privacy_spent_.mechanisms
+    noise_var = 100.0 * second.scale
+    assert np.all(sc.var_ >= noise_var * (1 - 1e-12))
+    assert np.all(sc.scale_ > 1.0) and np.all(sc.scale_ <= 10.0)
+    # Noise-free: the exact variance, no floor above 1e-6 h^2, no warning.
+    with _non_private_testing_mode():
+        exact = DPStandardScaler(epsilon=math.inf).fit(X)
+    np.testing.assert_allclose(exact.var_, X.var(axis=0), rtol=1e-10)
+    # Enough data: the variances stand above their noise and nothing is flagged.
+    DPStandardScaler(delta=1e-7, random_state=1).fit(_data(200_000, 2, std=1.0))
+
+
+def test_fit_parameters_such_as_sample_weight_are_refused_clearly():
+    X = _data()
+    with pytest.raises(TypeError, match="DPStandardScaler.*sample_weight"):
+        DPStandardScaler().fit(X, sample_weight=np.ones(len(X)))

@@ -29,6 +29,11 @@ from skdpsco.privacy._params import _non_private_testing_mode
 from skdpsco.privacy._selection import calibrate_selection_rho, tnb_gamma, tnb_pmf
 from skdpsco.utils._compat import InvalidParameterError
 
+#: Small test data put many variances below their noise level: expected here.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:DPStandardScaler.*noise level:UserWarning"
+)
+
 
 @pytest.fixture(scope="module")
 def clf_data():

@@ -11,6 +11,7 @@ import math
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 from scipy import special
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
@@ -73,7 +74,7 @@ class DPLinearModel(BaseEstimator):
         return True, 2
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Fit the model with the stated ``(epsilon, delta)`` guarantee.
 
         Parameters
@@ -82,6 +83,8 @@ class DPLinearModel(BaseEstimator):
             Training data. No bound on its values is assumed or read.
         y : array-like of shape (n_samples,)
             Targets.
+        **fit_params : dict
+            Not supported (``sample_weight`` included): a clear error says why.
 
         Returns
         -------
@@ -90,6 +93,7 @@ class DPLinearModel(BaseEstimator):
             If the fit raises, the estimator is left exactly as it was (a refit
             that fails does not half-overwrite a previous release).
         """
+        refuse_fit_params(self, fit_params)
         state = dict(self.__dict__)
         try:
             return self._fit(X, y)
@@ -99,6 +103,7 @@ class DPLinearModel(BaseEstimator):
             raise
 
     def _fit(self, X, y):
+        refuse_sparse(self, X)
         X, y = validate_data(
             self,
             X,
@@ -149,6 +154,34 @@ class DPLinearModel(BaseEstimator):
             reset=False,
         )
         return np.asarray(X @ self.coef_.T + self.intercept_)
+
+
+def refuse_fit_params(estimator, fit_params):
+    """A clear error for ``fit(..., sample_weight=...)`` and other fit parameters.
+
+    Per-record weights chosen by the caller change the sensitivity of every
+    mechanism (one heavy record moves the statistic by its weight), so the
+    estimators take none; :class:`~skdpsco.HeavyTailedDPLogistic` accepts
+    ``class_weight``, a public per-class table whose effect is accounted.
+    """
+    if fit_params:
+        raise TypeError(
+            f"{type(estimator).__name__}.fit() does not accept "
+            f"{', '.join(sorted(fit_params))}: per-record weights would change the "
+            "sensitivity of its privacy mechanisms, so they are not supported "
+            "(a classifier's public class_weight is, where available)."
+        )
+
+
+def refuse_sparse(estimator, X):
+    """A clear error for scipy.sparse input to an estimator that needs dense X."""
+    if not getattr(estimator, "_accept_sparse", False) and sp.issparse(X):
+        raise TypeError(
+            f"{type(estimator).__name__} does not support sparse input (densifying "
+            "it could exhaust memory). SparseGradientDPRegressor / "
+            "SparseGradientDPClassifier and the GaussianWidthDP estimators accept "
+            "scipy.sparse matrices as they are."
+        )
 
 
 class DPRegressorMixin(RegressorMixin):

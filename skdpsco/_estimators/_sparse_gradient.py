@@ -242,7 +242,7 @@ class _SparseGradientBase(DPLinearModel):
         "loss_bound": [PositiveFinite()],
     }
 
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Fit the model with the stated ``(epsilon, delta)`` guarantee.
 
         Parameters
@@ -253,6 +253,8 @@ class _SparseGradientBase(DPLinearModel):
             (``sparsity``, ``row_norm_bound``) by ``sparsity_enforcement``.
         y : array-like of shape (n_samples,)
             Targets.
+        **fit_params : dict
+            Not supported (``sample_weight`` included): a clear error says why.
 
         Returns
         -------
@@ -260,7 +262,7 @@ class _SparseGradientBase(DPLinearModel):
             Fitted estimator, with ``privacy_spent_`` recording what the fit spent.
             If the fit raises, the estimator is left exactly as it was.
         """
-        return super().fit(X, y)
+        return super().fit(X, y, **fit_params)
 
     def _algorithm_requirements(self):
         _, requires_delta, min_samples = _ALGORITHMS[self.algorithm]

@@ -42,6 +42,8 @@ from numbers import Real
 import numpy as np
 from scipy import special
 
+from ..exceptions import PrivacyBudgetError
+
 __all__ = [
     "DEFAULT_RDP_ORDERS",
     "approx_dp_to_gdp",
@@ -538,8 +540,10 @@ def _smallest_noise_multiplier(eps_of, epsilon, z_max=1e8, rtol=1e-10):
     while eps_of(hi) > epsilon:
         lo, hi = hi, hi * 2.0
         if hi > z_max:
-            raise ValueError(
-                f"No noise multiplier below {z_max:g} reaches the target epsilon."
+            raise PrivacyBudgetError(
+                f"epsilon={epsilon:g} is too small for this number of noisy steps: "
+                f"no noise multiplier below {z_max:g} reaches it. Increase epsilon "
+                "or the number of samples, or run fewer epochs / iterations."
             )
     for _ in range(100):
         mid = 0.5 * (lo + hi)
@@ -594,7 +598,7 @@ def poisson_replace_one_epsilon(records, delta, orders=None):
     delta_ar = delta / 2.0
     for _ in range(100):
         eps_ar = rdp_to_approx_dp(orders, total, delta_ar)[0]
-        if math.isinf(eps_ar):
+        if math.isinf(eps_ar) or eps_ar > 700.0:  # e^eps_ar overflows: no useful DP
             return math.inf
         if (1.0 + math.exp(eps_ar)) * delta_ar <= delta:
             return 2.0 * eps_ar

@@ -18,6 +18,11 @@ from skdpsco.privacy._mechanisms import GaussianMechanism, gaussian_noise
 from .auditor import EstimatorFactory, audit
 from .canaries import CANARY_SCALE, base_dataset
 
+#: Small test data put many variances below their noise level: expected here.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:DPStandardScaler.*noise level:UserWarning"
+)
+
 CLAIMED_EPSILON = 1.0
 DELTA = 1e-5
 N_RUNS = 600

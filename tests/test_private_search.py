@@ -466,3 +466,16 @@ def test_released_model_carries_no_run_seed_and_k_is_not_stored(clf_data):
     # Every DP step of the released model carries the whole search's spend.
     for step in (search.best_estimator_[0], search.best_estimator_[-1]):
         assert step.privacy_spent_ == search.privacy_spent_
+
+
+def test_a_step_that_fails_on_the_probe_data_gets_a_clear_error():
+    # log1p of the standard normal probe data is NaN: the error says that it was
+    # the synthetic probe, not the user's (positive) data, and what to do.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0.0, 3.0, size=(300, 3))
+    y = (X[:, 0] > 1.5).astype(int)
+    pipe = Pipeline(
+        [("log", FunctionTransformer(np.log1p)), ("clf", HeavyTailedDPLogistic())]
+    )
+    with pytest.raises(ValueError, match="synthetic public probe data"):
+        PrivateSearchCV(pipe, {"clf__C": [0.1, 1.0]}).fit(X, y)

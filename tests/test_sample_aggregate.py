@@ -657,3 +657,12 @@ def test_noise_scale_is_smooth_bound_over_gamma(monkeypatch):
     assert calls["size"] == 3 and calls["s"] == 31 and calls["beta"] == beta
     assert calls["sigma"] == calls["S"] / gamma
     assert 0 < calls["S"] <= 4 * 2.0
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_huge_epsilon_is_refused_without_numerical_warnings():
+    from skdpsco import HeavyTailedDPRidge
+
+    X = np.random.default_rng(0).normal(size=(3000, 3))
+    with pytest.raises(ValueError, match="small epsilon only"):
+        HeavyTailedDPRidge(algorithm="sample_aggregate", epsilon=1e6).fit(X, X[:, 0])

@@ -406,3 +406,14 @@ def test_formats_seeds_clone_pickle_pipeline(Est):
         warnings.simplefilter("ignore")
         grid = {"alpha" if Est is SparseGradientDPRegressor else "C": ["auto", 1.0]}
         GridSearchCV(Est(random_state=0), grid, cv=2).fit(X, y)
+
+
+def test_bias_reduced_sgd_runs_at_tiny_epsilon():
+    # Its per-call self-check tripped on the accountant's rounding at epsilon = 1e-6.
+    rng = np.random.default_rng(0)
+    X = sp.random(500, 50, density=0.05, random_state=0, format="csr")
+    y = rng.normal(size=500)
+    est = SparseGradientDPRegressor(
+        algorithm="bias_reduced_sgd", epsilon=1e-6, random_state=0
+    ).fit(X, y)
+    assert est.privacy_spent_.epsilon <= 1e-6

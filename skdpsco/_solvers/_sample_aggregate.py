@@ -185,10 +185,13 @@ def nrs_gaussian_delta(epsilon, delta, dim):
         0.0, math.exp(special.log_ndtr(a)) - math.exp(half + special.log_ndtr(b))
     )
     lams = beta * np.arange(1, _DILATION_GRID + 1) / _DILATION_GRID
-    c = (epsilon + 2.0 * dim * lams) / np.expm1(2.0 * lams)
-    dilate = np.exp(stats.chi2.logsf(c, dim)) - np.exp(
-        half + stats.chi2.logsf(c * np.exp(2.0 * lams), dim)
-    )
+    with np.errstate(over="ignore", invalid="ignore"):  # huge epsilon: inf / nan
+        c = (epsilon + 2.0 * dim * lams) / np.expm1(2.0 * lams)
+        dilate = np.exp(stats.chi2.logsf(c, dim)) - np.exp(
+            half + stats.chi2.logsf(c * np.exp(2.0 * lams), dim)
+        )
+    # A grid point that did not evaluate counts as the worst case, delta = 1.
+    dilate = np.where(np.isnan(dilate), 1.0, dilate)
     dilate = float(max(0.0, np.max(dilate)))
     if slide == 0.0:
         return dilate

@@ -488,10 +488,24 @@ default=None
     def _probe(self, params, ask, classes_param, Z, yz, rng):
         est = _set_random_states(self._configure(params, ask, classes_param), rng)
         with warnings.catch_warnings():
-            # Accuracy warnings on synthetic data are irrelevant: only the ledger of
-            # the probe is read.
+            # Accuracy and numerical warnings on synthetic data are irrelevant: only
+            # the ledger of the probe is read.
             warnings.simplefilter("ignore", UserWarning)
-            return est.fit(Z, yz)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            try:
+                return est.fit(Z, yz)
+            except PrivacyBudgetError:
+                raise
+            except Exception as exc:
+                raise ValueError(
+                    f"PrivateSearchCV: the configuration {params} failed on the "
+                    "synthetic public probe data (standard normal features, labels "
+                    "cycling through the classes) that every configuration is fitted "
+                    "on first, to check its privacy ledger before any private fit: "
+                    f"{type(exc).__name__}: {exc}. Steps that need a domain (e.g. "
+                    "log of positive values) cannot be probed; move them out of the "
+                    "searched pipeline (apply them to X first)."
+                ) from exc
 
     def _check_run(self, est, prefixes, rho_step, where):
         """zCDP spent by the DP steps of a fitted run; refuses more than asked."""

@@ -290,9 +290,12 @@ def _approx_dp_to_gdp_cached(epsilon, delta):
             hi = mid
         if hi - lo <= 1e-15 * hi:
             break
-    # gaussian_delta loses ~1e-10 relative accuracy to cancellation at tiny epsilon
-    # and delta; a 1e-9 relative step down keeps the result on the private side.
-    return lo * (1.0 - 1e-9)
+    # gaussian_delta loses ~1e-10 relative accuracy to cancellation at tiny delta,
+    # and its absolute error ~1e-16 delta becomes a relative error ~1e-16 / epsilon
+    # in epsilon (d delta / d epsilon ~ -delta): a step down of 1e-9 + 1e-14 /
+    # epsilon (100x that) keeps the result on the private side at every epsilon
+    # (at epsilon = 3e-8 a step of 1e-9 alone left it 5e-9 over).
+    return lo * max(0.5, 1.0 - 1e-9 - 1e-14 / epsilon)
 
 
 def calibrate_analytic_gaussian(epsilon, delta, sensitivity=1.0):

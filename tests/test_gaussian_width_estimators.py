@@ -568,3 +568,9 @@ def test_objective_perturbation_error_falls_as_epsilon_grows():
         errors.append(np.linalg.norm(est.coef_ - w) / np.linalg.norm(w))
     assert errors[0] > errors[1] > errors[2]
     assert errors[2] < 0.1  # 0.08 measured; about 0.9 with the paper's alpha
+
+
+def test_constraint_parameter_errors_name_the_estimator():
+    X = np.random.default_rng(0).normal(size=(100, 4))
+    with pytest.raises(ValueError, match=r"GaussianWidthDPRegressor\(constraint="):
+        GaussianWidthDPRegressor(constraint="k_sparse", k=10).fit(X, X[:, 0])

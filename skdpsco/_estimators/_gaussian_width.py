@@ -256,14 +256,20 @@ class _GaussianWidthBase(DPLinearModel):
 
     def _make_constraint(self, n_features):
         """The public set ``C`` for the coefficients (no intercept row)."""
-        return make_constraint(
-            self.constraint,
-            n_features,
-            self.radius,
-            p=self.p if self.constraint == "lp" else None,
-            groups=self.groups,
-            k=self.k,
-        )
+        try:
+            return make_constraint(
+                self.constraint,
+                n_features,
+                self.radius,
+                p=self.p if self.constraint == "lp" else None,
+                groups=self.groups,
+                k=self.k,
+            )
+        except ValueError as exc:
+            # The set's own message names its parameter; say whose it is.
+            raise ValueError(
+                f"{type(self).__name__}(constraint={self.constraint!r}): {exc}"
+            ) from exc
 
     def _geometry_p(self, design, loss, n_classes, euclidean_default=False):
         """The l_p geometry of the mirror-descent algorithms (public)."""

@@ -398,7 +398,9 @@ default="output_perturbation"
         - ``"sparse_exponential"`` (Algorithm 7): pure-DP exponential mechanism over
           a net of sparse points of the ball of radius ``coef_norm_bound``, the
           per-record loss clipped to ``[0, loss_bound]``; brute force, refused above
-          10 parameters.
+          10 parameters or 200,000 net points. The net's resolution follows
+          ``n * epsilon`` (public), so it fits only small problems: with the
+          defaults, a few features and modest ``n * epsilon``.
 
         The ``*_gd`` and ``*_sgd`` algorithms leave the intercept unpenalised (the
         strong convexity of the whole objective only matters for output

@@ -199,12 +199,13 @@ def _learns_without_budget(step):
 def _warn_learned_steps(names):
     if names:
         warnings.warn(
-            f"total_privacy_spent: step(s) {sorted(set(names))} learn from the data "
-            "without a privacy budget (their fitted statistics are released exact, "
-            "and they change every transformed row when one record changes): the "
-            "total does not cover them, and the DP steps after them lose their "
-            "guarantee. Use skdpsco.preprocessing.DPStandardScaler or a stateless "
-            "transformer.",
+            f"total_privacy_spent: step(s) {sorted(set(names))} are fitted on the "
+            "data without a privacy budget. If they learn statistics of the records "
+            "(means, components, categories), those are released exact, and they "
+            "change every transformed row when one record changes: the total does "
+            "not cover them, and the DP steps after them lose their guarantee. Use "
+            "skdpsco.preprocessing.DPStandardScaler, public constants (e.g. "
+            "OneHotEncoder(categories=...)) or a stateless transformer.",
             PrivacyLeakWarning,
             stacklevel=4,
         )

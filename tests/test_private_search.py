@@ -479,3 +479,35 @@ def test_a_step_that_fails_on_the_probe_data_gets_a_clear_error():
     )
     with pytest.raises(ValueError, match="synthetic public probe data"):
         PrivateSearchCV(pipe, {"clf__C": [0.1, 1.0]}).fit(X, y)
+
+
+def test_runs_emit_no_warnings_and_grid_objects_are_cloned(clf_data, monkeypatch):
+    # Each run's warnings would count the hidden runs K (and describe losing runs);
+    # estimator objects of the grid must be cloned per run, or a losing run's
+    # fitted step (with its run seed) stays in the user's param_grid and the
+    # released model may mix runs (both found in review).
+    import warnings
+
+    X, y = clf_data
+    drawn = _spy_on_runs(monkeypatch)
+    candidates = [HeavyTailedDPLogistic(C=0.1), HeavyTailedDPLogistic(C=10.0)]
+    pipe = Pipeline(
+        [
+            ("scale", DPStandardScaler(epsilon=0.5)),
+            ("clf", HeavyTailedDPLogistic()),
+        ]
+    )
+    grid = {"clf": candidates, "scale__with_mean": [True, False]}
+    for seed in range(4):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            search = PrivateSearchCV(
+                pipe, grid, epsilon=0.5, random_state=seed
+            ).fit(X / 5.0, y)
+        assert not [w for w in caught if "noise level" in str(w.message)]
+        for obj in candidates:
+            assert not hasattr(obj, "coef_") and obj.random_state is None
+        best = search.best_estimator_
+        assert best.named_steps["clf"] is not search.best_params_["clf"]
+        assert best.named_steps["clf"].privacy_spent_ == search.privacy_spent_
+    assert max(drawn) >= 2  # some search above had several runs

@@ -111,19 +111,20 @@ def certificate_floor(lipschitz, smoothness, l2_penalty):
     ||w+||)) / lambda`` for floating-point rounding (:mod:`._certified`). From
     ``w = 0`` the strongly convex accelerated iterates satisfy ``||x_k - w*||^2 <=
     2 (F(0) - F* + lambda ||w*||^2 / 2) / lambda <= 2 L^2 / lambda^2`` with
-    ``||w*|| <= L / lambda``, so every point the solver evaluates (extrapolations
-    included) has ``||w|| <= 4L / lambda`` and ``||grad F(w)|| <= 5L``: the margin
-    is at most ``64 eps (10 L + 8 (H + lambda) L / lambda) / lambda``, public. A
-    ``tol_w`` below it could never be certified, and whether the actual margin
-    (which grows with the data-dependent ``||w*||``) exceeds ``tol_w`` would decide
-    between a release and an exception: a one-bit data-dependent release (card §4
-    item 3 [REVIEW]; found in review). ``tol_w`` is floored at 16 times the bound;
-    the noise is calibrated to the floored ``tol_w``, so privacy holds for any
-    ``tol``.
+    ``||w*|| <= L / lambda``; an extrapolated point ``x_k + m (x_k - x_{k-1})``,
+    ``m < 1``, is within ``3 sqrt(2) L / lambda`` of ``w*``. So every point the
+    solver evaluates has ``||w|| <= 6L / lambda`` and ``||grad F(w)|| <= 7L``: the
+    margin is at most ``64 eps (14 L + 12 (H + lambda) L / lambda) / lambda``,
+    public. A ``tol_w`` below it could never be certified, and whether the actual
+    margin (which grows with the data-dependent ``||w*||``) exceeds ``tol_w`` would
+    decide between a release and an exception: a one-bit data-dependent release
+    (card §4 item 3 [REVIEW]; found in review). ``tol_w`` is floored at 16 times
+    the bound; the noise is calibrated to the floored ``tol_w``, so privacy holds
+    for any ``tol``.
     """
     L, H, lam = float(lipschitz), float(smoothness), float(l2_penalty)
     eps = np.finfo(float).eps
-    return 16.0 * 64.0 * eps * (10.0 * L + 8.0 * (H + lam) * L / lam) / lam
+    return 16.0 * 64.0 * eps * (14.0 * L + 12.0 * (H + lam) * L / lam) / lam
 
 
 def certified_iteration_budget(*, lipschitz, smoothness, l2_penalty, tol_w):

@@ -20,7 +20,7 @@ import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
-from sklearn.utils import check_array, get_tags
+from sklearn.utils import check_array, column_or_1d, get_tags
 from sklearn.utils.metaestimators import available_if
 
 from .._estimators._base import make_generator
@@ -477,7 +477,10 @@ default=None
 
     def _configure(self, params, asks, classes_param):
         est = clone(self.estimator)
-        settings = dict(params)
+        # Estimator objects in the grid are cloned for every run, as GridSearchCV
+        # does: shared, a losing run's fitted step (with its run seed) would stay in
+        # the user's param_grid, and the released model could mix runs.
+        settings = clone(dict(params), safe=False)
         for prefix, (eps, dlt) in asks.items():
             settings[f"{prefix}epsilon"] = eps
             settings[f"{prefix}delta"] = dlt
@@ -548,6 +551,10 @@ default=None
             X = check_array(X, dtype=None, ensure_all_finite=False)
         n = _n_rows(X)
         y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            # The runs' own warnings are silenced (they would count the runs): this
+            # one depends on the shape of y alone, so the search gives it itself.
+            y = column_or_1d(y, warn=True)
         if y.shape[0] != n:
             raise ValueError(f"X has {n} rows but y has {y.shape[0]}.")
         prefixes = _private_steps(self.estimator)
@@ -633,11 +640,18 @@ default=None
         for _ in range(n_runs):
             index = int(rng.integers(len(grid)))
             est = self._configure(grid[index], asks[index], classes_param)
-            est = _set_random_states(est, rng).fit(X_train, y_train)
+            with warnings.catch_warnings():
+                # A run's warnings (e.g. a scaler's floored variances) are
+                # functions of a run that may be discarded, and their number would
+                # count the runs: K and the losing runs must stay hidden.
+                warnings.simplefilter("ignore")
+                est = _set_random_states(est, rng).fit(X_train, y_train)
             rho_fit = max(
                 rho_fit, self._check_run(est, prefixes, rho_step, "in the search")
             )
-            raw = self._raw_score(est, X_val, y_val, scoring, score_range)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                raw = self._raw_score(est, X_val, y_val, scoring, score_range)
             noisy = float(score_mech.release(raw, rng))
             score = noisy if scoring == "accuracy" else -noisy
             if best is None or score > best[0]:

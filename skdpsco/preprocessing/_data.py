@@ -408,7 +408,7 @@ default=None
         second = oracle2.estimate(LinearDesign(sq_dev, False), ones, rng)
         records += oracle2.records(1)
         # Floor: the noise std of the truncated mean of the squared deviations.
-        noise = records[-1].scale  # the last record: that truncated mean
+        noise = oracle2.mean_mechanism_.sigma
         floor = np.full(d, max((SCALE_FLOOR * s) ** 2, noise))
         var = np.maximum(second, floor)
         return mean, var, records, floor

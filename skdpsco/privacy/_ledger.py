@@ -188,12 +188,34 @@ def _learns_without_budget(step):
     """
     if _has_budget(step) or not hasattr(step, "fit"):
         return False
+    if _encoder_with_public_categories(step):
+        return False
     try:
         from sklearn.utils import get_tags
 
         return bool(get_tags(step).requires_fit)
     except (TypeError, AttributeError, ValueError):
         return True  # unknown: assume it learns (a warning, not a refusal)
+
+
+def _encoder_with_public_categories(step):
+    """A scikit-learn encoder whose fitted state is its given categories only.
+
+    ``OneHotEncoder`` / ``OrdinalEncoder`` with explicit ``categories`` and no
+    frequency-based grouping (``min_frequency``, ``max_categories``) learn nothing
+    from the records (``handle_unknown`` and ``drop`` act on the given categories).
+    """
+    try:
+        params = step.get_params(deep=False)
+    except (AttributeError, TypeError):
+        return False
+    return (
+        "categories" in params
+        and not (isinstance(params["categories"], str))
+        and params.get("min_frequency") is None
+        and params.get("max_categories") is None
+        and params.get("drop") in (None, "first", "if_binary")
+    )
 
 
 def _warn_learned_steps(names):
@@ -338,8 +360,10 @@ def _cross_validate_spent(result, out):
             "cross_validate result of a classifier: if its folds depended on the "
             "labels (StratifiedKFold, scikit-learn's default for cv=int or None), "
             "one changed label can move other records between folds, which the "
-            "per-fit composition does not cover (the result does not say which "
-            "splitter ran). Pass cv=KFold(...) to keep the total valid.",
+            "per-fit composition does not cover. The result does not record the "
+            "splitter: with cv=KFold(...) or ShuffleSplit(...) the total is valid "
+            "and this warning can be filtered (message='cross_validate result of "
+            "a classifier').",
             PrivacyLeakWarning,
             stacklevel=4,
         )

@@ -255,3 +255,21 @@ def test_steps_that_learn_without_a_budget_are_flagged():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         total_privacy_spent(clean)
+
+
+def test_encoders_with_public_categories_are_not_flagged():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 3, size=(300, 2))
+    y = (X[:, 0] == 1).astype(int)
+    public = OneHotEncoder(categories=[[0, 1, 2]] * 2, sparse_output=False)
+    pipe = make_pipeline(public, _logistic(epsilon=1.0)).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        total_privacy_spent(pipe)
+    learned = OneHotEncoder(sparse_output=False)  # categories read from the data
+    pipe = make_pipeline(learned, _logistic(epsilon=1.0)).fit(X, y)
+    with pytest.warns(PrivacyLeakWarning, match="OneHotEncoder"):
+        total_privacy_spent(pipe)

@@ -1,18 +1,17 @@
-"""Smoke run of the gallery: every ``examples/plot_*.py`` runs, cleanly and in time.
+"""Smoke run of the gallery: every ``examples/plot_*.py`` runs, cleanly.
 
 Each example runs in its own interpreter (``sys.executable``), from an empty
 temporary directory, with the non-interactive matplotlib backend, and with
 ``UserWarning`` (hence :class:`~skdpsco.exceptions.PrivacyLeakWarning`) and
 ``RuntimeWarning`` turned into errors: an example that means to show a warning
-catches it itself. The examples are small by design; the 60 s budget is the one the
-documentation build enforces per example (``doc/conf.py``), and the subprocess
-timeout only stops a hung run.
+catches it itself. The 60 s per-example time budget is enforced by the
+documentation build (``make docs``, run by ``.ci/run``), not here: timings belong
+outside unit tests. The subprocess timeout only stops a hung run.
 """
 
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,10 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("plot_*.py"))
 
-#: Wall-clock budget of one example (seconds), as in the documentation build.
-TIME_BUDGET = 60.0
-#: Hard stop for a hung example.
-TIMEOUT = 120.0
+#: Hard stop for a hung example (seconds; each takes a few seconds).
+TIMEOUT = 300.0
 
 
 def test_examples_are_found():
@@ -44,7 +41,6 @@ def test_example_runs(example, tmp_path):
         "error::RuntimeWarning",
         str(example),
     ]
-    t0 = time.perf_counter()
     proc = subprocess.run(
         cmd,
         cwd=tmp_path,
@@ -53,10 +49,6 @@ def test_example_runs(example, tmp_path):
         text=True,
         timeout=TIMEOUT,
     )
-    seconds = time.perf_counter() - t0
     output = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 0, f"{example.name} failed:\n{output}"
-    assert seconds < TIME_BUDGET, (
-        f"{example.name} took {seconds:.1f} s, over the {TIME_BUDGET:.0f} s budget"
-    )
     assert list(tmp_path.iterdir()) == [], f"{example.name} wrote files"

@@ -3,7 +3,6 @@ Algorithms 1 and 2) on scipy.sparse designs: accounting, the non-private limit, 
 memory at d = 10^6."""
 
 import math
-import time
 import tracemalloc
 
 import numpy as np
@@ -155,9 +154,7 @@ def test_gd_at_d_1e6_keeps_memory_near_the_size_of_X():
         (ProjectionMeanOracle(1.0, fields + 1, noise="laplace"), {"epsilon": 1.0}),
     ]:
         tracemalloc.start()
-        start = time.perf_counter()
         res = run(X, y, HuberLoss(1.0), oracle, max_iter=3, **budget)
-        elapsed = time.perf_counter() - start
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         # X is not copied; what is allocated is a few dense d-vectors (noise, sort
@@ -165,4 +162,3 @@ def test_gd_at_d_1e6_keeps_memory_near_the_size_of_X():
         assert peak < 0.5 * x_bytes + 16 * 8 * d, (peak, x_bytes)
         assert res.coef.shape == (d + 1,) and np.all(np.isfinite(res.coef))
         assert np.abs(res.coef).sum() > 0
-        assert elapsed < 30

@@ -355,7 +355,9 @@ def _cross_validate_spent(result, out):
         )
     for estimator in result["estimator"]:
         _collect_spent(estimator, out)
-    if any(_is_classifier(est) for est in result["estimator"]):
+    from sklearn.base import is_classifier
+
+    if any(is_classifier(est) for est in result["estimator"]):
         warnings.warn(
             "cross_validate result of a classifier: if its folds depended on the "
             "labels (StratifiedKFold, scikit-learn's default for cv=int or None), "
@@ -376,12 +378,6 @@ def _cross_validate_spent(result, out):
             PrivacyLeakWarning,
             stacklevel=4,
         )
-
-
-def _is_classifier(estimator):
-    from sklearn.base import is_classifier
-
-    return is_classifier(estimator)
 
 
 def _collect_spent(obj, out):

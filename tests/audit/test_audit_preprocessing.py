@@ -100,3 +100,17 @@ def test_audit_flags_broken_scaler(monkeypatch, broken):
     result = _audit({"method": "clipped"}, seed=12)
     print(result.summary())
     assert result.epsilon_lb > CLAIMED_EPSILON, result.summary()
+
+
+def test_scaler_audit_with_unequal_public_boxes(monkeypatch):
+    # The clipped moments are released in units of each feature's half-width:
+    # audit the case where the widths differ (100x between features), and show
+    # the audit has power there too (a tenfold under-noised release is flagged).
+    bounds = (np.array([-1.0, -10.0, -100.0]), np.array([1.0, 10.0, 100.0]))
+    params = {"method": "clipped", "bounds": bounds}
+    result = _audit(params, seed=13)
+    print(result.summary())
+    assert result.n_failed == (0, 0), result.summary()
+    assert result.epsilon_lb <= CLAIMED_EPSILON, result.summary()
+    monkeypatch.setattr(scaler_module, "GaussianMechanism", _TenfoldUnderNoised)
+    assert _audit(params, seed=14).epsilon_lb > CLAIMED_EPSILON

@@ -16,17 +16,50 @@ from scipy import special
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 
+from .._column_scaling import (
+    MAX_SCALING_SHARE,
+    TARGET_SCALING_SHARE,
+    private_column_scaling,
+    public_scaling,
+    scaling_share,
+    unscale_coef,
+)
 from ..exceptions import PrivacyBudgetError
 from ..privacy._accounting import gaussian_rho_budget
-from ..privacy._ledger import PrivacySpent
+from ..privacy._ledger import MechanismRecord, PrivacySpent
 from ..privacy._params import (
     COMMON_FIT_CONSTRAINTS,
     PRIVACY_PARAMETER_CONSTRAINTS,
     check_privacy_params,
 )
-from ..utils._compat import _fit_context, check_is_fitted, validate_data
+from ..utils._compat import StrOptions, _fit_context, check_is_fitted, validate_data
 
-__all__ = ["DPClassifierMixin", "DPLinearModel", "DPRegressorMixin", "make_generator"]
+__all__ = [
+    "DPClassifierMixin",
+    "DPLinearModel",
+    "DPRegressorMixin",
+    "SCALING_PARAM_DOC",
+    "make_generator",
+]
+
+SCALING_PARAM_DOC = """
+    scaling : {"private", "none"} or tuple of two arrays, default="private"
+        How the data are put on a common scale before the fit. ``"private"``:
+        ``fit`` spends a public share of ``(epsilon, delta)`` (10% to 50%, a
+        function of ``n_samples``, the number of columns and the budget only) on a
+        private centre and scale of every feature (and of the target, for
+        regressors), standardises with them, fits, and maps ``coef_`` and
+        ``intercept_`` back to the original units (post-processing): raw columns
+        in any units need no bounds and no scaler. More than 2,000 features share
+        one scale (the magnitude of the row norms); sparse input is scaled without
+        centring, and so is everything when ``fit_intercept=False``. The released
+        statistics are ``feature_center_`` and ``feature_scale_`` (and
+        ``target_center_``, ``target_scale_``). The penalty and any constraint set
+        then apply to the standardised coefficients, as in glmnet. ``"none"``: the
+        data are used as given; you assert they are on a public scale (e.g.
+        standardised with public constants). ``(center, scale)``: public arrays
+        of shape ``(n_features,)`` (or scalars) used for the features; the target
+        of a regressor is still scaled privately."""
 
 
 def make_generator(random_state):
@@ -59,10 +92,13 @@ class DPLinearModel(BaseEstimator):
     _parameter_constraints: dict = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
         **COMMON_FIT_CONSTRAINTS,
+        "scaling": [StrOptions({"private", "none"}), tuple],
     }
 
     #: Whether scipy.sparse X is supported end to end.
     _accept_sparse = False
+    #: Whether ``scaling="private"`` releases one scale for all features.
+    _shared_scale = False
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -72,6 +108,17 @@ class DPLinearModel(BaseEstimator):
     def _algorithm_requirements(self):
         """``(requires_delta, min_samples)`` of the chosen algorithm."""
         return True, 2
+
+    def _budget_accountant(self):
+        """How the chosen algorithm spends its budget.
+
+        ``"gdp"`` (every mechanism Gaussian) or ``"zcdp"``: it takes its zCDP budget
+        from :meth:`_gaussian_budget`, and the scaling statistics take their share
+        of the same ``rho`` (composed exactly by the ledger). None: it reads
+        ``(epsilon, delta)``, and the scaling takes a share of both (basic
+        composition).
+        """
+        return None
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, **fit_params):
@@ -123,26 +170,142 @@ class DPLinearModel(BaseEstimator):
             method=getattr(self, "algorithm", None),
         )
         rng = make_generator(self.random_state)
-        result = self._run_algorithm(X, target, n_outputs, budget, rng)
-        spent = PrivacySpent.from_records(result.records, budget.delta)
+        X_fit, target_fit, budget_fit, scaling, records = self._scale(
+            X, target, budget, rng
+        )
+        result = self._run_algorithm(X_fit, target_fit, n_outputs, budget_fit, rng)
+        spent = PrivacySpent.from_records([*records, *result.records], budget.delta)
         if spent.epsilon > budget.epsilon:
             raise PrivacyBudgetError(
                 f"{type(self).__name__}: the mechanisms that ran spend epsilon="
                 f"{spent.epsilon:.6g} > epsilon={budget.epsilon:.6g}; nothing is "
                 "released. This is a bug; please report it."
             )
-        self._store_coef(np.asarray(result.coef, dtype=float))
+        self._store_scaling(scaling)
+        coef = np.asarray(result.coef, dtype=float)
+        if scaling is not None:
+            coef = unscale_coef(
+                coef,
+                scaling[0],
+                *(scaling[1] or (0.0, 1.0)),
+                fit_intercept=self.fit_intercept,
+            )
+        self._store_coef(coef)
         self.n_iter_ = int(result.n_iter)
         self.privacy_spent_ = spent
         return self
 
     def _gaussian_budget(self, budget, all_gaussian=True):
-        """Total zCDP budget for the fit's mechanisms (``inf`` in the testing mode)."""
+        """zCDP budget of the algorithm's mechanisms (``inf`` in the testing mode):
+        what ``(epsilon, delta)`` allows, less the share the scaling spent."""
         if not budget.is_private:
             return math.inf
-        return gaussian_rho_budget(
+        rho = gaussian_rho_budget(
             budget.epsilon, budget.delta, "gdp" if all_gaussian else "zcdp"
         )
+        return rho * (1.0 - budget.scaling_share)
+
+    def _scale(self, X, target, budget, rng):
+        """Release the scaling statistics and standardise (see ``scaling``).
+
+        Returns the standardised ``X`` and target, the budget left for the
+        algorithm, ``(x_scaling, (y_center, y_scale) or None)`` (None when
+        ``scaling="none"``) and the scaling's ledger records. The share spent is a
+        public function of ``n``, ``d`` and the budget.
+        """
+        if isinstance(self.scaling, str) and self.scaling == "none":
+            return X, target, budget, None, []
+        n, d = X.shape
+        regression = not getattr(self, "_is_dp_classifier", False)
+        public = not isinstance(self.scaling, str)
+        if public and len(self.scaling) != 2:
+            raise ValueError(
+                f"{type(self).__name__}: scaling must be 'private', 'none' or a "
+                "tuple (center, scale) of public arrays."
+            )
+        columns = (0 if public else d) + int(regression)
+        if columns == 0:
+            x_scaling = public_scaling(*self.scaling, d, type(self).__name__)
+            return x_scaling.transform(X), target, budget, (x_scaling, None), []
+        accountant = self._budget_accountant()
+        center = bool(self.fit_intercept)
+        if not budget.is_private:
+            spend, budget_fit, share = {"rho": math.inf}, budget, 0.0
+        elif accountant is not None:
+            rho = gaussian_rho_budget(budget.epsilon, budget.delta, accountant)
+            share = scaling_share(n, columns, rho)
+            spend = {"rho": rho * share}
+            budget_fit = budget.with_scaling_share(share)
+        else:
+            share = (
+                scaling_share(
+                    n, columns, gaussian_rho_budget(budget.epsilon, budget.delta)
+                )
+                if budget.delta > 0
+                else MAX_SCALING_SHARE
+            )
+            budget_fit, eps_s, delta_s = budget.split(share)
+            spend = (
+                {"rho": gaussian_rho_budget(eps_s, delta_s, "gdp")}
+                if delta_s > 0
+                else {"epsilon": eps_s}
+            )
+        # The target of a regressor, one column that every prediction depends on,
+        # gets TARGET_SCALING_SHARE of the scaling budget, the features the rest.
+        y_share = 1.0 if public else (TARGET_SCALING_SHARE if regression else 0.0)
+        records = []
+        if public:
+            x_scaling = public_scaling(*self.scaling, d, type(self).__name__)
+        else:
+            x_spend = {k: v * (1.0 - y_share) for k, v in spend.items()}
+            x_scaling = private_column_scaling(
+                X,
+                rng,
+                center=center,
+                shared=self._shared_scale,
+                name="feature",
+                **x_spend,
+            )
+            records += x_scaling.records
+        y_stats = None
+        if regression:
+            y_spend = {k: v * y_share for k, v in spend.items()}
+            y_scaling = private_column_scaling(
+                target[:, None], rng, center=center, name="target", **y_spend
+            )
+            records += y_scaling.records
+            y_stats = (float(y_scaling.center[0]), float(y_scaling.scale[0]))
+            target = y_scaling.transform(target[:, None])[:, 0]
+        if not budget.is_private:
+            # The hidden testing mode: noise-free statistics, nothing to account.
+            records = []
+        elif accountant is None:
+            # Basic composition: the scaling as one (eps_s, delta_s) mechanism.
+            mu_records = records
+            records = [
+                MechanismRecord(
+                    f"private scaling ({len(mu_records)} mechanisms)",
+                    "approx_dp",
+                    epsilon=eps_s,
+                    delta=delta_s,
+                )
+            ]
+        return x_scaling.transform(X), target, budget_fit, (x_scaling, y_stats), records
+
+    def _store_scaling(self, scaling):
+        """Released scaling statistics as fitted attributes (post-processing)."""
+        if scaling is None:
+            self.feature_center_ = self.feature_scale_ = None
+            self.feature_located_ = None
+            if not getattr(self, "_is_dp_classifier", False):
+                self.target_center_ = self.target_scale_ = None
+            return
+        x_scaling, y_stats = scaling
+        self.feature_center_ = x_scaling.center
+        self.feature_scale_ = x_scaling.scale
+        self.feature_located_ = x_scaling.located
+        if not getattr(self, "_is_dp_classifier", False):
+            self.target_center_, self.target_scale_ = y_stats or (None, None)
 
     def _decision(self, X):
         check_is_fitted(self)

@@ -25,7 +25,12 @@ from .._solvers._objective_perturbation import approximate_objective_perturbatio
 from ..privacy._params import PositiveFinite
 from ..privacy._shuffling import shuffle_valid_local_epsilon
 from ..utils._compat import Interval, StrOptions
-from ._base import DPClassifierMixin, DPLinearModel, DPRegressorMixin
+from ._base import (
+    SCALING_PARAM_DOC,
+    DPClassifierMixin,
+    DPLinearModel,
+    DPRegressorMixin,
+)
 
 __all__ = ["GaussianWidthDPClassifier", "GaussianWidthDPRegressor"]
 
@@ -473,6 +478,10 @@ default=None
 
 _SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.format(algorithm=_ALGORITHM_DOC)
 
+_SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(
+    "\n    random_state :", SCALING_PARAM_DOC.rstrip() + "\n    random_state :", 1
+)
+
 _SHARED_ATTRS_DOC = """
     n_iter_ : int
         Public iteration count of the algorithm (the certified solver's cap for
@@ -602,6 +611,7 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
         truncation="auto",
         max_iter=None,
         tol="auto",
+        scaling="private",
         random_state=None,
     ):
         self.epsilon = epsilon
@@ -623,6 +633,7 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
         self.truncation = truncation
         self.max_iter = max_iter
         self.tol = tol
+        self.scaling = scaling
         self.random_state = random_state
 
     _parameter_constraints: dict = {
@@ -718,6 +729,7 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
         max_iter=None,
         tol="auto",
         classes=None,
+        scaling="private",
         random_state=None,
     ):
         self.epsilon = epsilon
@@ -737,6 +749,7 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
         self.max_iter = max_iter
         self.tol = tol
         self.classes = classes
+        self.scaling = scaling
         self.random_state = random_state
 
     _parameter_constraints: dict = {

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._losses import get_loss
 from .._mean_estimation._sparse_mean import (
@@ -31,7 +32,12 @@ from .._sparse_rows import ROW_BOUND_SLACK, enforce_row_bounds
 from ..privacy._mechanisms import GaussianMechanism
 from ..privacy._params import PositiveFinite
 from ..utils._compat import Interval, StrOptions, check_is_fitted, validate_data
-from ._base import DPClassifierMixin, DPLinearModel, DPRegressorMixin
+from ._base import (
+    SCALING_PARAM_DOC,
+    DPClassifierMixin,
+    DPLinearModel,
+    DPRegressorMixin,
+)
 
 __all__ = ["SparseGradientDPClassifier", "SparseGradientDPRegressor"]
 
@@ -227,6 +233,7 @@ _ALGORITHMS = {
 
 class _SparseGradientBase(DPLinearModel):
     _accept_sparse = True
+    _shared_scale = True
 
     _parameter_constraints: dict = {
         **DPLinearModel._parameter_constraints,
@@ -338,8 +345,17 @@ class _SparseGradientBase(DPLinearModel):
         X = validate_data(
             self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False
         )
-        X = self._enforce(X)
-        return np.asarray(X @ self.coef_.T + self.intercept_)
+        if self.feature_scale_ is None:
+            return np.asarray(self._enforce(X) @ self.coef_.T + self.intercept_)
+        # The per-row map acts on the standardised rows, as in fit; with coef_ in
+        # the original units, enforce((x - c) / s) . (coef_ s) + intercept_ +
+        # coef_ . c is the fitted model's prediction (post-processing).
+        center, scale = self.feature_center_, self.feature_scale_
+        weight = np.where(self.feature_located_, 1.0 / scale, 0.0)
+        Xs = X @ sp.diags(weight) if sp.issparse(X) else (X - center) * weight
+        coef = np.atleast_2d(self.coef_)
+        Z = self._enforce(Xs) @ (coef * scale).T + (coef @ center + self.intercept_)
+        return np.asarray(Z).reshape(-1) if np.ndim(self.coef_) == 1 else np.asarray(Z)
 
 
 _SHARED_PARAMS_DOC = """
@@ -464,6 +480,10 @@ default=None
         only: anyone who knows the seed can subtract the noise. NumPy's generators
         are not cryptographically secure, and floating-point Laplace sampling has
         known weaknesses (Mironov 2012)."""
+_SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(
+    "\n    random_state :", SCALING_PARAM_DOC.rstrip() + "\n    random_state :", 1
+)
+
 
 _SHARED_ATTRS_DOC = """
     alpha_ : float
@@ -605,6 +625,7 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         confidence=0.05,
         learning_rate="auto",
         loss_bound=1.0,
+        scaling="private",
         random_state=None,
     ):
         self.epsilon = epsilon
@@ -624,6 +645,7 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         self.confidence = confidence
         self.learning_rate = learning_rate
         self.loss_bound = loss_bound
+        self.scaling = scaling
         self.random_state = random_state
 
     _parameter_constraints: dict = {
@@ -750,6 +772,7 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
         learning_rate="auto",
         loss_bound=1.0,
         classes=None,
+        scaling="private",
         random_state=None,
     ):
         self.epsilon = epsilon
@@ -767,6 +790,7 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
         self.learning_rate = learning_rate
         self.loss_bound = loss_bound
         self.classes = classes
+        self.scaling = scaling
         self.random_state = random_state
 
     _parameter_constraints: dict = {

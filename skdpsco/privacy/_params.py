@@ -112,6 +112,24 @@ class PrivacyBudget:
     epsilon: float
     delta: float
     n_samples: int
+    #: Share of the zCDP budget already spent on the scaling statistics (algorithms
+    #: that take a zCDP budget get the rest).
+    scaling_share: float = 0.0
+
+    def with_scaling_share(self, share):
+        """The same target, with ``share`` of its zCDP budget already spent."""
+        return PrivacyBudget(self.epsilon, self.delta, self.n_samples, float(share))
+
+    def split(self, share):
+        """Basic composition: ``(rest, epsilon_s, delta_s)`` with the scaling's
+        ``(share epsilon, share delta)`` and the rest's ``(1 - share)`` of both
+        (a relative margin keeps the sum below the target in floating point)."""
+        eps_s = self.epsilon * share * (1.0 - 1e-9)
+        delta_s = self.delta * share * (1.0 - 1e-9)
+        rest = PrivacyBudget(
+            self.epsilon * (1.0 - share), self.delta * (1.0 - share), self.n_samples
+        )
+        return rest, eps_s, delta_s
 
     @property
     def is_private(self):

@@ -96,6 +96,9 @@ _HISTOGRAM_SHARE = 0.4
 _FALLBACK_SHARE = 0.05
 #: Half-width of pass 2's window, in pass-1 scales.
 _PASS2_WIDTH = 4.0
+#: Pass 1's released mean (centring) or second moment (not centring), in window
+#: units, beyond which the column's values sit at the window's edge.
+_SATURATED = 0.9
 #: Variance floor, in units of the window's squared half-width.
 _VARIANCE_FLOOR = 2.0**-20
 #: Above this many columns, one shared scale (per-column statistics would need
@@ -326,6 +329,10 @@ def private_column_scaling(
             X, mid, half, budget, share, center, rng, f"{name} pass {step + 1}"
         )
         records += recs
+        if step == 0:
+            # A window below the bulk (a spurious detection at small n) shows in
+            # the released moments as values piled at its edge: not located.
+            found &= np.abs(mean) < _SATURATED if center else var < _SATURATED
         scale = half * np.sqrt(var)
         mid = mid + half * mean
         if step + 1 < passes:

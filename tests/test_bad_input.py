@@ -483,4 +483,9 @@ def test_poisson_sgd_calibrates_at_large_and_refuses_tiny_epsilon_clearly(algori
     est = skdpsco.HeavyTailedDPRidge(algorithm=algorithm, epsilon=50.0, random_state=0)
     assert est.fit(X, y).privacy_spent_.epsilon <= 50.0
     with pytest.raises(PrivacyBudgetError, match="epsilon=0.001 is too small"):
+        skdpsco.HeavyTailedDPRidge(
+            algorithm=algorithm, epsilon=1e-3, scaling="none"
+        ).fit(X, y)
+    # With the default private scaling the message names both budgets.
+    with pytest.raises(PrivacyBudgetError, match="too small.*leaves of epsilon=0.001"):
         skdpsco.HeavyTailedDPRidge(algorithm=algorithm, epsilon=1e-3).fit(X, y)

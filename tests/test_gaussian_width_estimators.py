@@ -88,6 +88,7 @@ def test_objective_perturbation_limit_regression(constraint, fit_intercept):
     params.update({"k": 2} if constraint == "k_sparse" else {})
     with _non_private_testing_mode():
         est = GaussianWidthDPRegressor(
+            scaling="none",
             epsilon=np.inf,
             algorithm="objective_perturbation",
             fit_intercept=fit_intercept,
@@ -127,6 +128,7 @@ def test_objective_perturbation_limit_binary_logistic_matches_scipy():
     y = np.where(X[:, 0] - 0.5 * X[:, 1] + 0.3 * rng.normal(size=400) > 0, "b", "a")
     with _non_private_testing_mode():
         clf = GaussianWidthDPClassifier(
+            scaling="none",
             epsilon=np.inf,
             algorithm="objective_perturbation",
             constraint="l2",
@@ -162,6 +164,7 @@ def test_mirror_descent_limit_is_regularised_minimiser():
     T = 200
     with _non_private_testing_mode():
         est = GaussianWidthDPRegressor(
+            scaling="none",
             epsilon=np.inf,
             algorithm="mirror_descent",
             constraint="l2",
@@ -190,7 +193,11 @@ def test_stochastic_algorithms_approach_the_constrained_solution(algorithm):
     X, y = _regression(n=20000, d=5, seed=3, scale=1.0)
     with _non_private_testing_mode():
         est = GaussianWidthDPRegressor(
-            epsilon=np.inf, algorithm=algorithm, constraint="l2", radius=1.0
+            scaling="none",
+            epsilon=np.inf,
+            algorithm=algorithm,
+            constraint="l2",
+            radius=1.0,
         ).fit(X, y)
     Xc = _clip_rows(X, 1.0)
     n = X.shape[0]
@@ -231,6 +238,7 @@ def test_coef_lies_in_the_set(algorithm, constraint):
     fit_intercept = algorithm != "shuffled_mirror_descent"
     for eps in (1e-3, 0.1, 1.0):
         reg = GaussianWidthDPRegressor(
+            scaling="none",
             epsilon=eps,
             algorithm=algorithm,
             constraint=constraint,
@@ -255,7 +263,11 @@ def test_multiclass_coef_lies_in_the_set(algorithm):
     X = rng.normal(size=(150, 4))
     y = np.array(["x", "y", "z"])[rng.integers(0, 3, 150)]
     clf = GaussianWidthDPClassifier(
-        algorithm=algorithm, radius=0.5, fit_intercept=True, random_state=0
+        scaling="none",
+        algorithm=algorithm,
+        radius=0.5,
+        fit_intercept=True,
+        random_state=0,
     ).fit(X, y)
     assert clf.coef_.shape == (3, 4) and clf.intercept_.shape == (3,)
     assert np.abs(clf.coef_).sum() <= 0.5 + 1e-10
@@ -274,7 +286,7 @@ def test_shuffled_reports_the_achieved_epsilon():
     X = rng.normal(size=(n, 3)) / 2
     y = X @ [0.3, -0.2, 0.1] + 0.1 * rng.normal(size=n)
     reg = GaussianWidthDPRegressor(
-        algorithm="shuffled_mirror_descent", epsilon=1.0, random_state=0
+        scaling="none", algorithm="shuffled_mirror_descent", epsilon=1.0, random_state=0
     ).fit(X, y)
     eps0, achieved = shuffle_local_epsilon(1.0, n, 1e-5 / 2)
     assert eps0 == 1.0
@@ -293,8 +305,12 @@ def test_rows_and_targets_are_clipped_to_public_bounds():
     X2[0] *= 1e6
     y2[1] = 5e6
     for alg in ALGORITHMS:
-        a = GaussianWidthDPRegressor(algorithm=alg, random_state=3).fit(X, y)
-        b = GaussianWidthDPRegressor(algorithm=alg, random_state=3).fit(X2, y2)
+        a = GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=3).fit(
+            X, y
+        )
+        b = GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=3).fit(
+            X2, y2
+        )
         if alg == "shuffled_mirror_descent":
             # Truncation instead of clipping: both gradients exceed tau and are
             # zeroed, so the outputs agree as well.
@@ -305,7 +321,7 @@ def test_rows_and_targets_are_clipped_to_public_bounds():
 def test_certificate_failure_releases_nothing():
     X, y = _regression()
     est = GaussianWidthDPRegressor(
-        algorithm="objective_perturbation", max_iter=1, random_state=0
+        scaling="none", algorithm="objective_perturbation", max_iter=1, random_state=0
     )
     with pytest.raises(CertificationError):
         est.fit(X, y)
@@ -315,9 +331,21 @@ def test_certificate_failure_releases_nothing():
 def test_seeds_reproduce_and_differ():
     X, y = _regression()
     for alg in ALGORITHMS:
-        a = GaussianWidthDPRegressor(algorithm=alg, random_state=1).fit(X, y).coef_
-        b = GaussianWidthDPRegressor(algorithm=alg, random_state=1).fit(X, y).coef_
-        c = GaussianWidthDPRegressor(algorithm=alg, random_state=2).fit(X, y).coef_
+        a = (
+            GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=1)
+            .fit(X, y)
+            .coef_
+        )
+        b = (
+            GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=1)
+            .fit(X, y)
+            .coef_
+        )
+        c = (
+            GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=2)
+            .fit(X, y)
+            .coef_
+        )
         np.testing.assert_array_equal(a, b)
         assert not np.array_equal(a, c), alg
 
@@ -326,8 +354,10 @@ def test_sparse_input_gives_the_dense_result():
     X, y = _regression(n=120)
     X[np.abs(X) < 0.3] = 0.0
     for alg in ALGORITHMS:
-        a = GaussianWidthDPRegressor(algorithm=alg, random_state=0).fit(X, y)
-        b = GaussianWidthDPRegressor(algorithm=alg, random_state=0).fit(
+        a = GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=0).fit(
+            X, y
+        )
+        b = GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=0).fit(
             sp.csr_matrix(X), y
         )
         np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-12, err_msg=alg)
@@ -377,7 +407,7 @@ def test_sparse_input_gives_the_dense_result():
 )
 def test_bad_parameters_raise_and_change_nothing(params, match):
     X, y = _regression(n=50)
-    est = GaussianWidthDPRegressor(random_state=0).fit(X, y)
+    est = GaussianWidthDPRegressor(scaling="none", random_state=0).fit(X, y)
     coef = est.coef_.copy()
     est.set_params(**params)
     before = est.get_params()
@@ -400,23 +430,31 @@ def test_non_finite_data_raise(bad):
     X, y = _regression(n=50)
     X[3, 1] = bad
     with pytest.raises(ValueError, match="NaN|infinity"):
-        GaussianWidthDPRegressor().fit(X, y)
+        GaussianWidthDPRegressor(
+            scaling="none",
+        ).fit(X, y)
     X, y = _regression(n=50)
     y[0] = bad
     with pytest.raises(ValueError, match="NaN|infinity"):
-        GaussianWidthDPRegressor().fit(X, y)
+        GaussianWidthDPRegressor(
+            scaling="none",
+        ).fit(X, y)
 
 
 def test_classifier_refusals():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 3))
     with pytest.raises(ValueError, match="at least 2 classes"):
-        GaussianWidthDPClassifier().fit(X, np.zeros(60))
+        GaussianWidthDPClassifier(
+            scaling="none",
+        ).fit(X, np.zeros(60))
     y3 = rng.integers(0, 3, 60)
     with pytest.raises(ValueError, match="ridge"):
-        GaussianWidthDPClassifier(algorithm="phased_sgd", C=1.0).fit(X, y3 > 0)
+        GaussianWidthDPClassifier(scaling="none", algorithm="phased_sgd", C=1.0).fit(
+            X, y3 > 0
+        )
     with pytest.raises(ValueError, match="not in the public 'classes'"):
-        GaussianWidthDPClassifier(classes=[0, 1]).fit(X, y3)
+        GaussianWidthDPClassifier(scaling="none", classes=[0, 1]).fit(X, y3)
 
 
 def test_auto_resolves_from_public_parameters_only():
@@ -450,7 +488,10 @@ def test_objective_perturbation_convex_mode_limit_uses_theorem_2_regulariser():
     X, y = _regression(n=300, scale=2.0)
     with _non_private_testing_mode():
         est = GaussianWidthDPRegressor(
-            epsilon=np.inf, algorithm="objective_perturbation", radius=0.5
+            scaling="none",
+            epsilon=np.inf,
+            algorithm="objective_perturbation",
+            radius=0.5,
         ).fit(X, y)
     n = X.shape[0]
     Xc, yc = _clip_rows(X, 1.0), np.clip(y, -1.0, 1.0)
@@ -481,6 +522,7 @@ def test_multiclass_objective_perturbation_fits(epsilon, constraint):
     y = np.array(["a", "b", "c"])[np.argmax(X @ W + rng.gumbel(size=(2000, 3)), 1)]
     params = {"groups": [0, 0, 1, 1, 2, 2]} if constraint == "group_l1" else {}
     clf = GaussianWidthDPClassifier(
+        scaling="none",
         algorithm="objective_perturbation",
         epsilon=epsilon,
         constraint=constraint,
@@ -511,6 +553,7 @@ def test_multiclass_objective_perturbation_limit_matches_scipy():
     y = np.argmax(X @ rng.normal(size=(d, K)) * 2 + rng.gumbel(size=(n, K)), 1)
     with _non_private_testing_mode():
         clf = GaussianWidthDPClassifier(
+            scaling="none",
             epsilon=np.inf,
             algorithm="objective_perturbation",
             constraint="l2",
@@ -559,6 +602,7 @@ def test_objective_perturbation_error_falls_as_epsilon_grows():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             est = GaussianWidthDPRegressor(
+                scaling="none",
                 algorithm="objective_perturbation",
                 epsilon=eps,
                 alpha=1e-4,
@@ -573,4 +617,6 @@ def test_objective_perturbation_error_falls_as_epsilon_grows():
 def test_constraint_parameter_errors_name_the_estimator():
     X = np.random.default_rng(0).normal(size=(100, 4))
     with pytest.raises(ValueError, match=r"GaussianWidthDPRegressor\(constraint="):
-        GaussianWidthDPRegressor(constraint="k_sparse", k=10).fit(X, X[:, 0])
+        GaussianWidthDPRegressor(scaling="none", constraint="k_sparse", k=10).fit(
+            X, X[:, 0]
+        )

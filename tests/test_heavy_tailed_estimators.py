@@ -63,7 +63,9 @@ def test_sample_aggregate_non_private_limit_matches_sklearn(Est):
         ref = LogisticRegression(C=0.5, tol=1e-12, max_iter=10_000).fit(X, y)
         params, tol = dict(C=0.5), 1e-3
     with _non_private_testing_mode():
-        est = Est(epsilon=np.inf, algorithm="sample_aggregate", **params).fit(X, y)
+        est = Est(
+            scaling="none", epsilon=np.inf, algorithm="sample_aggregate", **params
+        ).fit(X, y)
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=tol)
     np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=tol)
 
@@ -73,7 +75,7 @@ def test_sample_aggregate_refuses_small_data_naming_the_minimum():
 
     X, y = _regression(1000)
     with pytest.raises(PrivacyBudgetError, match=r"at least n_samples=\d+"):
-        HeavyTailedDPRidge(algorithm="sample_aggregate").fit(X, y)
+        HeavyTailedDPRidge(scaling="none", algorithm="sample_aggregate").fit(X, y)
 
 
 @pytest.mark.parametrize("algorithm", GD_ALGORITHMS)
@@ -83,6 +85,7 @@ def test_ridge_non_private_limit_matches_sklearn(algorithm, fit_intercept):
     y = y + 0.7  # a non-zero intercept
     with _non_private_testing_mode():
         est = HeavyTailedDPRidge(
+            scaling="none",
             epsilon=np.inf,
             algorithm=algorithm,
             alpha=2.0,
@@ -114,6 +117,7 @@ def test_logistic_non_private_limit_matches_sklearn(algorithm, n_classes):
     X = StandardScaler().fit_transform(X)
     with _non_private_testing_mode():
         est = HeavyTailedDPLogistic(
+            scaling="none",
             epsilon=np.inf,
             algorithm=algorithm,
             C=0.5,
@@ -150,6 +154,7 @@ def test_truncated_mean_gd_converges_to_sklearn_in_the_limit(Est, algorithm):
     for T in (1000, 4000):
         with _non_private_testing_mode():
             est = Est(
+                scaling="none",
                 epsilon=np.inf,
                 algorithm=algorithm,
                 sample_split="budget",
@@ -175,6 +180,7 @@ def test_clipped_gd_noise_has_the_calibrated_std():
     n, d, clip, eps, delta = 100, 4000, 3.0, 0.7, 1e-6
     X, y = np.zeros((n, d)), np.ones(n)
     est = HeavyTailedDPRidge(
+        scaling="none",
         epsilon=eps,
         delta=delta,
         alpha=0.0,
@@ -202,7 +208,9 @@ def test_privacy_spent_is_what_was_asked_and_never_more(Est):
     if Est is HeavyTailedDPLogistic:
         y = (y > 0).astype(int)
     for eps in [0.1, 1.0, 8.0]:
-        est = Est(epsilon=eps, delta=1e-6, max_iter=37, random_state=0).fit(X, y)
+        est = Est(
+            scaling="none", epsilon=eps, delta=1e-6, max_iter=37, random_state=0
+        ).fit(X, y)
         spent = est.privacy_spent_
         assert spent.epsilon <= eps
         assert spent.epsilon == pytest.approx(eps, rel=1e-6)
@@ -232,8 +240,8 @@ def test_noise_std_does_not_depend_on_the_data():
     # The noise scale is a function of (n, d, epsilon, delta, C, T) only.
     X1, y1 = _regression(150, seed=1)
     X2, y2 = 1e6 * _regression(150, seed=2)[0], np.full(150, -1e9)
-    s1 = HeavyTailedDPRidge(random_state=0).fit(X1, y1).privacy_spent_
-    s2 = HeavyTailedDPRidge(random_state=0).fit(X2, y2).privacy_spent_
+    s1 = HeavyTailedDPRidge(scaling="none", random_state=0).fit(X1, y1).privacy_spent_
+    s2 = HeavyTailedDPRidge(scaling="none", random_state=0).fit(X2, y2).privacy_spent_
     assert s1 == s2
 
 
@@ -251,8 +259,8 @@ def test_clipping_bounds_the_influence_of_an_outlier():
         algorithm="clipped_gd",
     )
     with _non_private_testing_mode():
-        a = HeavyTailedDPRidge(**kw).fit(X, y)
-        b = HeavyTailedDPRidge(**kw).fit(X2, y2)
+        a = HeavyTailedDPRidge(scaling="none", **kw).fit(X, y)
+        b = HeavyTailedDPRidge(scaling="none", **kw).fit(X2, y2)
     move = np.linalg.norm(np.append(a.coef_ - b.coef_, a.intercept_ - b.intercept_))
     assert move <= 20 * 0.5 * 2 * 1.0 / 200 + 1e-12
     assert move > 0
@@ -269,21 +277,21 @@ def test_extreme_values_give_finite_coefficients(Est):
         y = (y > 0).astype(int)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        est = Est(random_state=0).fit(X, y)
+        est = Est(scaling="none", random_state=0).fit(X, y)
     assert np.all(np.isfinite(est.coef_)) and np.all(np.isfinite(est.intercept_))
     assert np.all(np.isfinite(est.predict(X[1:])))
 
 
 def test_logistic_shapes_and_probabilities():
     X, y = make_classification(300, 5, n_informative=3, n_classes=3, random_state=0)
-    clf = HeavyTailedDPLogistic(epsilon=4.0, random_state=0).fit(X, y)
+    clf = HeavyTailedDPLogistic(scaling="none", epsilon=4.0, random_state=0).fit(X, y)
     assert clf.coef_.shape == (3, 5) and clf.intercept_.shape == (3,)
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     np.testing.assert_allclose(np.exp(clf.predict_log_proba(X)), proba, rtol=1e-12)
     np.testing.assert_array_equal(clf.predict(X), clf.classes_[proba.argmax(1)])
     yb = (y > 0).astype(int)
-    clfb = HeavyTailedDPLogistic(epsilon=4.0, random_state=0).fit(X, yb)
+    clfb = HeavyTailedDPLogistic(scaling="none", epsilon=4.0, random_state=0).fit(X, yb)
     assert clfb.coef_.shape == (1, 5) and clfb.intercept_.shape == (1,)
     assert clfb.decision_function(X).shape == (300,)
     assert clfb.score(X, yb) > 0.7
@@ -292,15 +300,17 @@ def test_logistic_shapes_and_probabilities():
 def test_public_classes_parameter():
     X, y = make_classification(200, 3, n_informative=2, n_redundant=0, random_state=0)
     labels = np.array(["no", "yes"])[y]
-    clf = HeavyTailedDPLogistic(classes=["yes", "no", "maybe"], random_state=0)
+    clf = HeavyTailedDPLogistic(
+        scaling="none", classes=["yes", "no", "maybe"], random_state=0
+    )
     clf.fit(X, labels)
     # The public label set fixes K (multinomial, 3 outputs) whatever y contains.
     np.testing.assert_array_equal(clf.classes_, ["maybe", "no", "yes"])
     assert clf.coef_.shape == (3, 3)
     with pytest.raises(ValueError, match="not in the public 'classes'"):
-        HeavyTailedDPLogistic(classes=["no", "maybe"]).fit(X, labels)
+        HeavyTailedDPLogistic(scaling="none", classes=["no", "maybe"]).fit(X, labels)
     # With a public label set, a sample that happens to hold one class still fits.
-    HeavyTailedDPLogistic(classes=["no", "yes"], random_state=0).fit(
+    HeavyTailedDPLogistic(scaling="none", classes=["no", "yes"], random_state=0).fit(
         X, np.full(200, "no")
     )
 
@@ -309,19 +319,25 @@ def test_logistic_regression_drop_in_script():
     """Code written for LogisticRegression runs with only the class name changed."""
     X, y = load_iris(return_X_y=True)
     names = np.array(["setosa", "versicolor", "virginica"])[y]
-    pipe = make_pipeline(StandardScaler(), HeavyTailedDPLogistic(random_state=0))
+    pipe = make_pipeline(
+        StandardScaler(), HeavyTailedDPLogistic(scaling="none", random_state=0)
+    )
     pipe.fit(X, names)
     assert set(pipe.predict(X)) <= set(names)
     assert pipe.score(X, names) > 0.6  # n = 150 at epsilon = 1: chance is 0.33
     np.testing.assert_allclose(pipe.predict_proba(X).sum(axis=1), 1.0)
     search = GridSearchCV(
-        make_pipeline(StandardScaler(), HeavyTailedDPLogistic(random_state=0)),
+        make_pipeline(
+            StandardScaler(), HeavyTailedDPLogistic(scaling="none", random_state=0)
+        ),
         {"heavytaileddplogistic__C": [0.1, 1.0, 10.0]},
         cv=3,
         n_jobs=2,
     ).fit(X, names)
     assert search.best_params_["heavytaileddplogistic__C"] in (0.1, 1.0, 10.0)
-    scores = cross_val_score(HeavyTailedDPLogistic(random_state=0), X, names, cv=3)
+    scores = cross_val_score(
+        HeavyTailedDPLogistic(scaling="none", random_state=0), X, names, cv=3
+    )
     assert scores.shape == (3,)
     restored = pickle.loads(pickle.dumps(pipe))
     np.testing.assert_array_equal(restored.predict(X), pipe.predict(X))
@@ -332,7 +348,7 @@ def test_feature_names_are_kept():
     pd = pytest.importorskip("pandas")
     X, y = _regression()
     df = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
-    est = HeavyTailedDPRidge(random_state=0).fit(df, y)
+    est = HeavyTailedDPRidge(scaling="none", random_state=0).fit(df, y)
     np.testing.assert_array_equal(est.feature_names_in_, df.columns)
 
 
@@ -341,6 +357,7 @@ def test_ridge_alpha_means_what_it_means_in_sklearn():
     X, y = _regression()
     with _non_private_testing_mode():
         est = HeavyTailedDPRidge(
+            scaling="none",
             epsilon=np.inf,
             alpha=300.0,
             clip_norm=1e6,
@@ -354,7 +371,7 @@ def test_private_fit_is_useful_on_heavy_tailed_data():
     from skdpsco.datasets import make_heavy_tailed_regression
 
     X, y, coef = make_heavy_tailed_regression(20_000, 5, random_state=0)
-    est = HeavyTailedDPRidge(epsilon=1.0, random_state=0).fit(X, y)
+    est = HeavyTailedDPRidge(scaling="none", epsilon=1.0, random_state=0).fit(X, y)
     # Clipping bounds each record's influence; with lognormal noise the slope is
     # still recovered (the intercept absorbs the skew).
     assert np.linalg.norm(est.coef_ - coef) < 0.1
@@ -366,6 +383,7 @@ def test_class_weight_non_private_limit_and_refusals(capsys):
     weights = {0: 3.0, 1: 0.5}
     with _non_private_testing_mode():
         est = HeavyTailedDPLogistic(
+            scaling="none",
             epsilon=np.inf,
             class_weight=weights,
             algorithm="clipped_gd",
@@ -377,17 +395,17 @@ def test_class_weight_non_private_limit_and_refusals(capsys):
     ref.fit(X, y)
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)
     with pytest.raises(ValueError, match="balanced.*private"):
-        HeavyTailedDPLogistic(class_weight="balanced").fit(X, y)
+        HeavyTailedDPLogistic(scaling="none", class_weight="balanced").fit(X, y)
     with pytest.raises(ValueError, match="label 7"):
-        HeavyTailedDPLogistic(class_weight={7: 1.0}).fit(X, y)
+        HeavyTailedDPLogistic(scaling="none", class_weight={7: 1.0}).fit(X, y)
     with pytest.raises(ValueError, match="finite number > 0"):
-        HeavyTailedDPLogistic(class_weight={0: -1.0}).fit(X, y)
+        HeavyTailedDPLogistic(scaling="none", class_weight={0: -1.0}).fit(X, y)
 
 
 def test_verbose_prints_budget_never_losses(capsys):
     X, y = _regression()
     HeavyTailedDPRidge(
-        algorithm="clipped_gd", verbose=1, max_iter=10, random_state=0
+        scaling="none", algorithm="clipped_gd", verbose=1, max_iter=10, random_state=0
     ).fit(X, y)
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 10
@@ -405,7 +423,7 @@ def test_classifier_accuracy_on_blobs_at_default_budget(n_classes):
     X, y = make_blobs(n_samples=2000, centers=n_classes, random_state=0)
     X = StandardScaler().fit_transform(X)
     for seed in range(3):
-        clf = HeavyTailedDPLogistic(random_state=seed).fit(X, y)
+        clf = HeavyTailedDPLogistic(scaling="none", random_state=seed).fit(X, y)
         assert clf.score(X, y) > 0.83
 
 
@@ -417,7 +435,7 @@ def test_class_weight_tilts_predictions_like_sklearn():
     X, y = make_blobs(n_samples=4000, centers=3, random_state=0, cluster_std=20)
     X = StandardScaler().fit_transform(X)
     clf = HeavyTailedDPLogistic(
-        class_weight={0: 1000, 1: 0.0001, 2: 0.0001}, random_state=0
+        scaling="none", class_weight={0: 1000, 1: 0.0001, 2: 0.0001}, random_state=0
     ).fit(X, y)
     assert np.mean(clf.predict(X) == 0) > 0.87
 
@@ -436,13 +454,17 @@ def test_class_weight_normaliser_is_public_with_public_classes(algorithm):
     y = np.zeros(n, dtype=int)
     y_prime = y.copy()
     y_prime[0] = 1
-    params = dict(
-        classes=[0, 1], class_weight={0: 1.0, 1: 1000.0}, algorithm=algorithm
-    )
+    params = dict(classes=[0, 1], class_weight={0: 1.0, 1: 1000.0}, algorithm=algorithm)
     a, b = [], []
     for seed in range(12):
-        a.append(HeavyTailedDPLogistic(random_state=seed, **params).fit(X, y))
-        b.append(HeavyTailedDPLogistic(random_state=seed, **params).fit(X, y_prime))
+        a.append(
+            HeavyTailedDPLogistic(scaling="none", random_state=seed, **params).fit(X, y)
+        )
+        b.append(
+            HeavyTailedDPLogistic(scaling="none", random_state=seed, **params).fit(
+                X, y_prime
+            )
+        )
     ia = np.array([m.intercept_[0] for m in a])
     ib = np.array([m.intercept_[0] for m in b])
     spread = np.sqrt((ia.var() + ib.var()) / 2)

@@ -116,7 +116,9 @@ def _huber_problem(n=200, d=30, seed=0):
 
 def test_early_stopped_solver_refuses_to_release():
     X, y = _huber_problem()
-    est = SparseGradientDPRegressor(max_iter=1, alpha=0.01, tol=1e-6, random_state=0)
+    est = SparseGradientDPRegressor(
+        scaling="none", max_iter=1, alpha=0.01, tol=1e-6, random_state=0
+    )
     with pytest.raises(CertificationError, match="nothing is released"):
         est.fit(X, y)
     assert not hasattr(est, "coef_") and not hasattr(est, "privacy_spent_")
@@ -209,14 +211,14 @@ def test_sensitivity_bound_holds_under_adversarial_neighbours(task, kind):
     if task in ("huber", "squared_error"):
         y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=n)
         params = dict(alpha=lam, loss=task, target_bound=2.0, coef_norm_bound=3.0)
-        est = SparseGradientDPRegressor(tol=1e-3, **params)
+        est = SparseGradientDPRegressor(scaling="none", tol=1e-3, **params)
         classification = False
     else:
         K = 2 if task == "logistic" else 3
         y = rng.integers(0, K, size=n)
         y[:K] = np.arange(K)
         y[K] = 1  # keep every label after the swap of record 0
-        est = SparseGradientDPClassifier(C=1 / (lam * n), tol=1e-3)
+        est = SparseGradientDPClassifier(scaling="none", C=1 / (lam * n), tol=1e-3)
         classification = True
     Xp, yp = _neighbours(kind, X, y, classification)
     w = _non_private_coef(est, X, y)
@@ -258,7 +260,7 @@ def test_gaussian_noise_std_within_chi_square_band():
     rng = np.random.default_rng(2)
     X = sp.random(300, 3000, density=0.003, format="csr", random_state=3)
     y = np.asarray(X @ rng.normal(size=3000)).ravel()
-    est = SparseGradientDPRegressor(alpha=0.2, sparsity=12, delta=1e-6)
+    est = SparseGradientDPRegressor(scaling="none", alpha=0.2, sparsity=12, delta=1e-6)
     noise, sigma = _release_minus_solution(est, X, y, seeds=[0, 1])
     k = noise.size
     stat = np.sum(noise**2) / sigma**2
@@ -275,7 +277,7 @@ def test_laplace_noise_matches_its_scale():
     rng = np.random.default_rng(4)
     X = sp.random(300, 3000, density=0.003, format="csr", random_state=5)
     y = (np.asarray(X @ rng.normal(size=3000)).ravel() > 0).astype(int)
-    est = SparseGradientDPClassifier(C=0.05, sparsity=12, delta=0.0)
+    est = SparseGradientDPClassifier(scaling="none", C=0.05, sparsity=12, delta=0.0)
     noise, b = _release_minus_solution(est, X, y, seeds=[0, 1])
     assert stats.kstest(noise / b, "laplace").pvalue > 1e-3
     # Mean absolute deviation of Laplace(b) is b: within 4 standard errors.
@@ -287,8 +289,8 @@ def test_multinomial_noise_is_sqrt2_times_binary():
     X = rng.normal(size=(90, 5)) / 3
     y2 = np.arange(90) % 2
     y3 = np.arange(90) % 3
-    b = SparseGradientDPClassifier(C=0.1, random_state=0).fit(X, y2)
-    m = SparseGradientDPClassifier(C=0.1, random_state=0).fit(X, y3)
+    b = SparseGradientDPClassifier(scaling="none", C=0.1, random_state=0).fit(X, y2)
+    m = SparseGradientDPClassifier(scaling="none", C=0.1, random_state=0).fit(X, y3)
     assert m.noise_scale_ / b.noise_scale_ == pytest.approx(math.sqrt(2), rel=1e-9)
     assert rng is not None
 
@@ -322,7 +324,11 @@ def test_linf_projection_onto_l2_ball(seed):
 def test_constrained_release_lies_in_the_ball():
     X, y = _huber_problem()
     est = SparseGradientDPRegressor(
-        loss="squared_error", target_bound=1.0, coef_norm_bound=0.5, epsilon=0.1
+        scaling="none",
+        loss="squared_error",
+        target_bound=1.0,
+        coef_norm_bound=0.5,
+        epsilon=0.1,
     ).fit(X, y)
     assert np.linalg.norm(np.append(est.coef_, est.intercept_)) <= 0.5 * (1 + 1e-9)
 
@@ -332,8 +338,8 @@ def test_constrained_release_lies_in_the_ball():
 
 def test_no_unnoised_solution_in_the_fitted_state():
     X, y = _huber_problem()
-    w = _non_private_coef(SparseGradientDPRegressor(alpha=0.1), X, y)
-    est = SparseGradientDPRegressor(alpha=0.1, random_state=0).fit(X, y)
+    w = _non_private_coef(SparseGradientDPRegressor(scaling="none", alpha=0.1), X, y)
+    est = SparseGradientDPRegressor(scaling="none", alpha=0.1, random_state=0).fit(X, y)
     for name, value in vars(est).items():
         arr = np.asarray(value, dtype=object)
         if arr.dtype == object or arr.size < 2:
@@ -364,7 +370,9 @@ def test_tiny_tol_is_floored_so_the_certificate_never_depends_on_the_data():
     y_a = np.where(np.arange(n) < 72, full, 0.0)
     y_b = np.where(np.arange(n) < 73, full, 0.0)
     for y in (y_a, y_b):
-        est = SparseGradientDPRegressor(alpha=1e-2, tol=1e-12, random_state=0)
+        est = SparseGradientDPRegressor(
+            scaling="none", alpha=1e-2, tol=1e-12, random_state=0
+        )
         est.fit(X, y)
         assert np.all(np.isfinite(est.coef_))
     assert certificate_floor(1.0, 1.0, 1e-2) > 1e-12 * 2.0 / (1e-2 * n)

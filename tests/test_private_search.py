@@ -501,9 +501,9 @@ def test_runs_emit_no_warnings_and_grid_objects_are_cloned(clf_data, monkeypatch
     for seed in range(4):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            search = PrivateSearchCV(
-                pipe, grid, epsilon=0.5, random_state=seed
-            ).fit(X / 5.0, y)
+            search = PrivateSearchCV(pipe, grid, epsilon=0.5, random_state=seed).fit(
+                X / 5.0, y
+            )
         assert not [w for w in caught if "noise level" in str(w.message)]
         for obj in candidates:
             assert not hasattr(obj, "coef_") and obj.random_state is None

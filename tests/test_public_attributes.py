@@ -12,7 +12,17 @@ from sklearn.base import is_classifier
 
 import skdpsco
 
-RELEASED = {"coef_", "intercept_"}
+#: Released values: the coefficients and the private scaling statistics (each an
+#: accounted mechanism, or post-processing of one).
+RELEASED = {
+    "coef_",
+    "intercept_",
+    "feature_center_",
+    "feature_scale_",
+    "feature_located_",
+    "target_center_",
+    "target_scale_",
+}
 
 _MAY_IGNORE_THE_CANARY = {
     "smooth_sensitivity_gd",
@@ -47,11 +57,13 @@ def _neighbours(classifier, n=120):
 def test_fitted_state_is_data_independent(Est, algorithm):
     params = dict(CONFIG.get(algorithm, {}))
     D, D2 = _neighbours(is_classifier(Est()), params.pop("n", 120))
-    a = Est(algorithm=algorithm, random_state=0, **params).fit(*D)
-    b = Est(algorithm=algorithm, random_state=0, **params).fit(*D2)
+    # The algorithms on data already on a public scale; the default private scaling
+    # is covered by test_scaled_fit_state_is_data_independent.
+    a = Est(algorithm=algorithm, random_state=0, scaling="none", **params).fit(*D)
+    b = Est(algorithm=algorithm, random_state=0, scaling="none", **params).fit(*D2)
     fitted = {k for k in vars(a) if k.endswith("_") and not k.startswith("_")}
     assert fitted == {k for k in vars(b) if k.endswith("_") and not k.startswith("_")}
-    assert RELEASED <= fitted and "privacy_spent_" in fitted
+    assert {"coef_", "intercept_"} <= fitted and "privacy_spent_" in fitted
     for key in sorted(fitted - RELEASED):
         va, vb = getattr(a, key), getattr(b, key)
         if isinstance(va, np.ndarray):
@@ -63,3 +75,23 @@ def test_fitted_state_is_data_independent(Est, algorithm):
     # may draw the same point with the same seed.
     if algorithm not in _MAY_IGNORE_THE_CANARY:
         assert not np.array_equal(a.coef_, b.coef_)  # the canary did reach the fit
+
+
+@pytest.mark.parametrize("name", skdpsco.__all__)
+def test_scaled_fit_state_is_data_independent(name):
+    # Default algorithm and private scaling, data large enough for the scaling to
+    # locate every column: everything outside the released values is identical.
+    Est = getattr(skdpsco, name)
+    D, D2 = _neighbours(is_classifier(Est()), 3000)
+    a = Est(random_state=0).fit(*D)
+    b = Est(random_state=0).fit(*D2)
+    fitted = {k for k in vars(a) if k.endswith("_") and not k.startswith("_")}
+    assert fitted == {k for k in vars(b) if k.endswith("_") and not k.startswith("_")}
+    assert RELEASED - {"target_center_", "target_scale_"} <= fitted
+    for key in sorted(fitted - RELEASED):
+        va, vb = getattr(a, key), getattr(b, key)
+        if isinstance(va, np.ndarray):
+            np.testing.assert_array_equal(va, vb, err_msg=key)
+        else:
+            assert va == vb, key
+    assert a.feature_located_.all()

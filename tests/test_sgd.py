@@ -98,7 +98,14 @@ def test_noise_multiplier_is_the_group_privacy_calibration():
 def test_sgd_spends_what_was_asked(Est, algorithm):
     X = RNG.normal(size=(400, 3))
     y = X @ [1.0, -1.0, 0.5] if Est is HeavyTailedDPRidge else (X[:, 0] > 0)
-    est = Est(algorithm=algorithm, epsilon=0.8, delta=1e-6, max_iter=3, random_state=0)
+    est = Est(
+        scaling="none",
+        algorithm=algorithm,
+        epsilon=0.8,
+        delta=1e-6,
+        max_iter=3,
+        random_state=0,
+    )
     est.fit(X, y)
     spent = est.privacy_spent_
     assert spent.epsilon <= 0.8 and spent.epsilon == pytest.approx(0.8, rel=1e-4)
@@ -124,6 +131,7 @@ def test_sgd_full_batch_non_private_limit_matches_sklearn(algorithm):
     for epochs in (500, 2000):
         with _non_private_testing_mode():
             est = HeavyTailedDPRidge(
+                scaling="none",
                 epsilon=np.inf,
                 algorithm=algorithm,
                 alpha=0.0,
@@ -150,6 +158,7 @@ def test_logistic_dp_sgd_non_private_limit():
     ref = LogisticRegression(C=1.0, tol=1e-12).fit(X, y)
     with _non_private_testing_mode():
         est = HeavyTailedDPLogistic(
+            scaling="none",
             epsilon=np.inf,
             algorithm="dp_sgd",
             batch_size=200,
@@ -168,7 +177,7 @@ def test_sgd_is_useful_at_realistic_size():
     majority = max(np.mean(y), 1 - np.mean(y))
     for algorithm in SGD_ALGORITHMS:
         est = HeavyTailedDPLogistic(
-            algorithm=algorithm, epsilon=2.0, delta=1e-6, random_state=0
+            scaling="none", algorithm=algorithm, epsilon=2.0, delta=1e-6, random_state=0
         ).fit(X, y)
         if algorithm == "r_aclipped_sgd":
             # Measured: the restarted schedule with the card's default tuning is

@@ -78,6 +78,7 @@ def test_huber_limit_equals_the_scipy_minimiser_on_the_enforced_rows(
     Xin = {"csr": X, "csc": X.tocsc(), "dense": X.toarray()}[fmt]
     with _non_private_testing_mode():
         est = SparseGradientDPRegressor(
+            scaling="none",
             epsilon=np.inf,
             alpha=0.05,
             huber_delta=0.7,
@@ -97,6 +98,7 @@ def test_squared_error_limit_equals_ridge_with_a_penalised_intercept():
     ref = Ridge(alpha=0.05 * n, fit_intercept=False, tol=1e-12).fit(_with_ones(Xe), y)
     with _non_private_testing_mode():
         est = SparseGradientDPRegressor(
+            scaling="none",
             epsilon=np.inf,
             alpha=0.05,
             loss="squared_error",
@@ -121,7 +123,7 @@ def test_classifier_limit_equals_logistic_regression(n_classes, fit_intercept):
     ref.fit(Xt, y)
     with _non_private_testing_mode():
         est = SparseGradientDPClassifier(
-            epsilon=np.inf, C=C, fit_intercept=fit_intercept, tol=1e-6
+            scaling="none", epsilon=np.inf, C=C, fit_intercept=fit_intercept, tol=1e-6
         ).fit(X, y)
     got = (
         np.hstack([est.coef_, est.intercept_[:, None]]) if fit_intercept else est.coef_
@@ -135,7 +137,7 @@ def test_gradient_descent_limits_reach_the_unpenalised_intercept_minimiser(algor
     X, y = _sparse_regression(n=200, d=10, nnz=3)
     with _non_private_testing_mode():
         est = SparseGradientDPRegressor(
-            epsilon=np.inf, alpha=0.5, algorithm=algorithm, max_iter=400
+            scaling="none", epsilon=np.inf, alpha=0.5, algorithm=algorithm, max_iter=400
         ).fit(X, y)
     Xt = _with_ones(enforce_row_bounds(X, sparsity=None, row_norm_bound=1.0))
     loss = get_loss("huber", threshold=1.0)
@@ -229,9 +231,11 @@ def test_duplicates_and_explicit_zeros_give_the_canonical_result():
 
 def test_intercept_counts_toward_sparsity_and_norm():
     X, y = _sparse_regression(n=100, d=20, nnz=3)
-    a = SparseGradientDPRegressor(sparsity=3, delta=0.0, alpha=0.1).fit(X, y)
+    a = SparseGradientDPRegressor(scaling="none", sparsity=3, delta=0.0, alpha=0.1).fit(
+        X, y
+    )
     b = SparseGradientDPRegressor(
-        sparsity=3, delta=0.0, alpha=0.1, fit_intercept=False
+        scaling="none", sparsity=3, delta=0.0, alpha=0.1, fit_intercept=False
     ).fit(X, y)
     C_a, C_b = math.hypot(1 + 1e-12, 1), 1 + 1e-12
 
@@ -249,7 +253,9 @@ def test_intercept_counts_toward_sparsity_and_norm():
 
 def test_predict_applies_the_same_row_map():
     X, y = _sparse_regression(n=100, d=20, nnz=3)
-    est = SparseGradientDPRegressor(row_norm_bound=0.5, random_state=0).fit(X, y)
+    est = SparseGradientDPRegressor(
+        scaling="none", row_norm_bound=0.5, random_state=0
+    ).fit(X, y)
     big = X * 100.0
     Xe = enforce_row_bounds(big, sparsity=None, row_norm_bound=0.5)
     np.testing.assert_allclose(
@@ -289,7 +295,7 @@ def _data():
 )
 def test_bad_parameters_raise_and_change_nothing(params, match):
     X, y = _data()
-    est = SparseGradientDPRegressor(random_state=0).fit(X, y)
+    est = SparseGradientDPRegressor(scaling="none", random_state=0).fit(X, y)
     before = {k: v for k, v in vars(est).items()}
     coef = est.coef_.copy()
     est.set_params(**params)
@@ -308,23 +314,31 @@ def test_non_finite_input_is_rejected(bad, fmt):
     X[3, 2] = bad
     X = X.tocsr() if fmt == "csr" else X.toarray()
     with pytest.raises(ValueError, match="NaN|infinity"):
-        SparseGradientDPRegressor().fit(X, y)
+        SparseGradientDPRegressor(
+            scaling="none",
+        ).fit(X, y)
     y_bad = y.copy()
     y_bad[0] = bad
     with pytest.raises(ValueError, match="NaN|infinity"):
-        SparseGradientDPRegressor().fit(_data()[0], y_bad)
+        SparseGradientDPRegressor(
+            scaling="none",
+        ).fit(_data()[0], y_bad)
 
 
 def test_single_class_is_rejected():
     X, _ = _data()
     with pytest.raises(ValueError, match="at least 2 classes"):
-        SparseGradientDPClassifier().fit(X, np.zeros(X.shape[0]))
+        SparseGradientDPClassifier(
+            scaling="none",
+        ).fit(X, np.zeros(X.shape[0]))
 
 
 def test_refusals_name_the_size_limit():
     X, y = _sparse_regression(n=100, d=20, nnz=2)
     with pytest.raises(ValueError, match="MAX_DIM=10"):
-        SparseGradientDPRegressor(algorithm="sparse_exponential").fit(X, y)
+        SparseGradientDPRegressor(scaling="none", algorithm="sparse_exponential").fit(
+            X, y
+        )
     # n = 3000, p = 1e6 + 1, s = 2: Algorithm 2 needs m ~ 1e3 measurements, a
     # 1e3 x 1e6 matrix (1e9 entries > 2e8): refused from the sizes alone.
     rng = np.random.default_rng(0)
@@ -332,13 +346,15 @@ def test_refusals_name_the_size_limit():
     big = sp.csr_matrix((np.ones(3000), cols, np.arange(3001)), shape=(3000, 1_000_000))
     yb = rng.normal(size=3000)
     with pytest.raises(ValueError, match="MAX_MEASUREMENT_ENTRIES"):
-        SparseGradientDPRegressor(algorithm="l1_recovery_gd", sparsity=1).fit(big, yb)
+        SparseGradientDPRegressor(
+            scaling="none", algorithm="l1_recovery_gd", sparsity=1
+        ).fit(big, yb)
 
 
 def test_delta_above_one_over_n_warns():
     X, y = _data()
     with pytest.warns(PrivacyLeakWarning):
-        SparseGradientDPRegressor(delta=0.1).fit(X, y)
+        SparseGradientDPRegressor(scaling="none", delta=0.1).fit(X, y)
 
 
 # ---------------------------------------------------------------------- scale
@@ -356,7 +372,9 @@ def test_fit_on_a_million_column_csr_matrix_without_densifying():
         shape=(n, d),
     )
     y = np.asarray(X @ rng.normal(size=d)).ravel() + 0.1 * rng.normal(size=n)
-    est = SparseGradientDPRegressor(sparsity=k, delta=1e-6, random_state=0)
+    est = SparseGradientDPRegressor(
+        scaling="none", sparsity=k, delta=1e-6, random_state=0
+    )
     est.fit(X, y)
     assert est.coef_.shape == (d,)
     assert est.predict(X[:5]).shape == (5,)
@@ -369,8 +387,8 @@ def test_fit_on_a_million_column_csr_matrix_without_densifying():
 
 @parametrize_with_checks(
     [
-        SparseGradientDPRegressor(random_state=0),
-        SparseGradientDPClassifier(random_state=0),
+        SparseGradientDPRegressor(scaling="none", random_state=0),
+        SparseGradientDPClassifier(scaling="none", random_state=0),
     ]
 )
 def test_sklearn_common_checks(estimator, check):
@@ -414,6 +432,6 @@ def test_bias_reduced_sgd_runs_at_tiny_epsilon():
     X = sp.random(500, 50, density=0.05, random_state=0, format="csr")
     y = rng.normal(size=500)
     est = SparseGradientDPRegressor(
-        algorithm="bias_reduced_sgd", epsilon=1e-6, random_state=0
+        scaling="none", algorithm="bias_reduced_sgd", epsilon=1e-6, random_state=0
     ).fit(X, y)
     assert est.privacy_spent_.epsilon <= 1e-6

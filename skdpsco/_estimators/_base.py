@@ -173,7 +173,16 @@ class DPLinearModel(BaseEstimator):
         X_fit, target_fit, budget_fit, scaling, records = self._scale(
             X, target, budget, rng
         )
-        result = self._run_algorithm(X_fit, target_fit, n_outputs, budget_fit, rng)
+        try:
+            result = self._run_algorithm(X_fit, target_fit, n_outputs, budget_fit, rng)
+        except PrivacyBudgetError as exc:
+            if budget_fit is budget:
+                raise
+            raise PrivacyBudgetError(
+                f"{exc} The algorithm gets what the private scaling leaves of "
+                f"epsilon={budget.epsilon:g}; scaling='none' (data already on a "
+                "public scale) leaves it all to the algorithm."
+            ) from exc
         spent = PrivacySpent.from_records([*records, *result.records], budget.delta)
         if spent.epsilon > budget.epsilon:
             raise PrivacyBudgetError(

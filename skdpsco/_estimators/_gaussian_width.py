@@ -583,7 +583,9 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
     >>> w_true[:3] = [0.5, -0.3, 0.2]
     >>> y = X @ w_true * 20 + 0.1 * rng.standard_normal(5000)
     >>> model = GaussianWidthDPRegressor(epsilon=1.0, random_state=0).fit(X, y)
-    >>> bool(np.abs(model.coef_).sum() <= 1.0 + 1e-9)
+    >>> # The constraint holds in the standardised units of the private scaling:
+    >>> w = model.coef_ * model.feature_scale_ / model.target_scale_
+    >>> bool(np.abs(w).sum() <= 1.0 + 1e-9)
     True
     >>> model.privacy_spent_.epsilon <= 1.0
     True
@@ -705,7 +707,8 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
     >>> clf = GaussianWidthDPClassifier(radius=5.0, random_state=0).fit(X, y)
     >>> clf.coef_.shape
     (1, 50)
-    >>> bool(np.abs(clf.coef_).sum() <= 5.0 + 1e-9)
+    >>> # The constraint holds in the standardised units of the private scaling:
+    >>> bool(np.abs(clf.coef_ * clf.feature_scale_).sum() <= 5.0 + 1e-9)
     True
     """
 

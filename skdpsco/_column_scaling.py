@@ -63,7 +63,8 @@ from .privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 __all__ = [
     "ColumnScaling",
     "MAX_PER_COLUMN",
-    "TARGET_SCALING_SHARE",
+    "MIN_TARGET_SHARE",
+    "scaling_is_underpowered",
     "magnitude_bins",
     "magnitude_histogram",
     "private_column_scaling",
@@ -86,6 +87,9 @@ _USUAL_EXPONENTS = (-30, 50)
 #: probability ~2e-6). A spurious detection only matters for a column whose bulk
 #: is not detected (the bulk's margin wins the argmax otherwise).
 _FAR_THRESHOLD_SIGMAS = 6.0
+#: Widths (in magnitude bins, factors of 2) of the runs searched for a column's
+#: bulk: 3 for concentrated columns, 7 for heavy-tailed ones.
+_WIDTHS = (3, 7)
 #: The window extends over adjacent bins holding at least this fraction of the
 #: detected sum (far tails do not widen it).
 _RELATIVE_THRESHOLD = 0.05
@@ -171,28 +175,52 @@ def _thresholds(mech, width):
     return np.maximum(np.where(usual, near, far), 0.5)
 
 
+def _window_sums(body, width):
+    """Sums of ``width`` adjacent bins (odd), centred on each bin (zero-padded)."""
+    half = width // 2
+    padded = np.pad(body, ((0, 0), (half, half)))
+    cumulative = np.pad(np.cumsum(padded, axis=1), ((0, 0), (1, 0)))
+    return cumulative[:, width:] - cumulative[:, :-width]
+
+
 def _window_tops(noisy, mech, extend=True):
-    """Post-processing: each column's window top ``hi`` (NaN where none is found);
-    with ``extend=False`` the upper edge of the middle bin of the detected three
-    (the bulk's magnitude)."""
+    """Post-processing: each column's window top ``hi`` (NaN where none is found).
+
+    The bulk is the run of ``w`` adjacent magnitude bins (``w`` in
+    :data:`_WIDTHS`: narrow for concentrated columns, wide for heavy tails) whose
+    noisy sum clears its public threshold by the most, in units of the sum's noise.
+    ``hi`` is the upper edge of the run, extended up over the adjacent bins that
+    clear the single-bin threshold; with ``extend=False`` the upper edge of the
+    run's middle bin (the bulk's magnitude).
+    """
     d = noisy.shape[0]
     body = noisy[:, 1:]  # bins 1..N_BINS-1: the nonzero magnitudes
-    padded = np.pad(body, ((0, 0), (1, 1)))
-    sums = padded[:, :-2] + padded[:, 1:-1] + padded[:, 2:]
-    t3 = _thresholds(mech, 3)[1:]
+    best = np.full(d, -np.inf)
+    anchor = np.zeros(d, dtype=np.int64)
+    reach = np.zeros(d, dtype=np.int64)
+    best_sum = np.zeros(d)
+    for width in _WIDTHS:
+        sums = _window_sums(body, width)
+        threshold = _thresholds(mech, width)[1:]
+        score = (sums - threshold) / threshold  # >= 0: clears the threshold
+        idx = np.argmax(score, axis=1)
+        top = score[np.arange(d), idx]
+        better = top > best
+        best = np.where(better, top, best)
+        anchor = np.where(better, idx, anchor)
+        reach = np.where(better, width // 2, reach)
+        best_sum = np.where(better, sums[np.arange(d), idx], best_sum)
+    found = best >= 0
     t1 = _thresholds(mech, 1)[1:]
-    margin = sums - t3
-    anchor = np.argmax(margin, axis=1)
-    rows = np.arange(d)
-    found = margin[rows, anchor] >= 0
     tops = np.full(d, np.nan)
+    last = body.shape[1] - 1
     for j in np.flatnonzero(found):
         if not extend:
             tops[j] = bin_upper_edge(int(anchor[j]) + 1)
             continue
-        top = min(int(anchor[j]) + 1, body.shape[1] - 1)
-        floor = max(_RELATIVE_THRESHOLD * sums[j, anchor[j]], 0.0)
-        while top + 1 < body.shape[1] and body[j, top + 1] >= max(t1[top + 1], floor):
+        top = min(int(anchor[j] + reach[j]), last)
+        floor = max(_RELATIVE_THRESHOLD * best_sum[j], 0.0)
+        while top < last and body[j, top + 1] >= max(t1[top + 1], floor):
             top += 1
         tops[j] = bin_upper_edge(top + 1)
     return tops
@@ -440,32 +468,64 @@ def _shared_scaling(X, budget, share, rng, name, unit_rows):
 #: Bounds of the share of the fit's budget spent on the scaling statistics. The
 #: share is a public function of ``n``, ``d`` and the budget (:func:`scaling_share`).
 MIN_SCALING_SHARE, MAX_SCALING_SHARE = 0.1, 0.5
-#: Share of the scaling budget spent on a regressor's target (the features get the
-#: rest): one column, but every prediction depends on its centre and scale.
-TARGET_SCALING_SHARE = 0.5
+#: Smallest share of the scaling budget spent on a regressor's target (the
+#: features get the rest): one column, but every prediction depends on it.
+MIN_TARGET_SHARE = 0.25
 #: Share of a column's records its three modal magnitude bins are expected to
-#: hold, and the margin (in noise standard deviations) over the detection
-#: threshold the share aims for.
+#: hold, and the margins (in noise standard deviations) over the detection
+#: threshold the shares aim for: features, and a regressor's target (one column
+#: that every prediction depends on).
 _EXPECTED_BULK = 0.9
-_TARGET_SIGMAS = _THRESHOLD_SIGMAS + 0.5
+_FEATURE_MARGIN, _TARGET_MARGIN = 0.5, 2.0
 
 
-def scaling_share(n_samples, n_columns, rho):
-    """Public share of the zCDP budget ``rho`` spent on the scaling statistics.
+def _histogram_rho(n_samples, n_columns, margin):
+    """zCDP the magnitude histogram of ``n_columns`` columns needs for a bulk of
+    ``0.9 n`` records in three bins to clear the threshold by ``margin`` standard
+    deviations: its noise is ``sqrt(d / rho)`` per bin (l2-sensitivity
+    ``sqrt(2 d)``), ``sqrt(3)`` times that for a sum of three."""
+    sigmas = _THRESHOLD_SIGMAS + margin
+    return 3.0 * n_columns * (sigmas / (_EXPECTED_BULK * n_samples)) ** 2
 
-    The smallest share in ``[MIN_SCALING_SHARE, MAX_SCALING_SHARE]`` with which a
-    column whose three modal magnitude bins hold 90% of the records clears the
-    detection threshold with half a noise standard deviation to spare: the
-    histogram's noise is ``sigma = sqrt(d / rho_hist)`` per bin (l2-sensitivity
-    ``sqrt(2 d)``), so it needs ``rho_hist >= 3 d (4 / (0.9 n))^2``. A function of
-    ``n``, ``d`` and ``rho`` only.
+
+def scaling_share(n_samples, n_features, rho, regression=False):
+    """Public shares of the zCDP budget ``rho`` spent on the scaling statistics.
+
+    Returns ``(share, target_share)``: ``share`` of ``rho`` goes to the scaling,
+    of which ``target_share`` to a regressor's target. ``share`` is the smallest in
+    ``[MIN_SCALING_SHARE, MAX_SCALING_SHARE]`` with which every column whose three
+    modal magnitude bins hold 90% of the records clears the detection threshold
+    with a margin (2 noise standard deviations for the target, 0.5 for the
+    features); the target gets what it needs for its margin (at least
+    ``MIN_TARGET_SHARE``). A function of ``n``, ``d`` and ``rho`` only.
     """
+    d = n_features if n_features <= MAX_PER_COLUMN else 1
+    x_rho = _histogram_rho(n_samples, d, _FEATURE_MARGIN) if d else 0.0
+    y_rho = _histogram_rho(n_samples, 1, _TARGET_MARGIN) if regression else 0.0
+    target_share = 0.0
+    if regression:
+        target_share = max(MIN_TARGET_SHARE, y_rho / (x_rho + y_rho)) if d else 1.0
     if not math.isfinite(rho):
-        return MIN_SCALING_SHARE
-    d = n_columns if n_columns <= MAX_PER_COLUMN else 1
-    rho_hist = 3.0 * d * (_TARGET_SIGMAS / (_EXPECTED_BULK * n_samples)) ** 2
-    share = rho_hist / _HISTOGRAM_SHARE / rho
-    return min(MAX_SCALING_SHARE, max(MIN_SCALING_SHARE, share))
+        return MIN_SCALING_SHARE, target_share
+    share = (x_rho + y_rho) / _HISTOGRAM_SHARE / rho
+    return min(MAX_SCALING_SHARE, max(MIN_SCALING_SHARE, share)), target_share
+
+
+def scaling_is_underpowered(n_samples, n_features, rho, regression=False):
+    """Whether, at the shares of :func:`scaling_share`, the scaling is expected to
+    miss what the model cannot do without (public numbers only): a regressor's
+    target, or, for a classifier, even the features' shared fallback scale (a
+    bulk of 90% of the records in three magnitude bins staying below the
+    detection threshold)."""
+    share, target_share = scaling_share(n_samples, n_features, rho, regression)
+    rho_s = share * rho
+    if regression:
+        return rho_s * target_share * _HISTOGRAM_SHARE < _histogram_rho(
+            n_samples, 1, 0.0
+        )
+    if n_features <= 1 or n_features > MAX_PER_COLUMN:
+        return rho_s * _HISTOGRAM_SHARE < _histogram_rho(n_samples, 1, 0.0)
+    return rho_s * _FALLBACK_SHARE < _histogram_rho(n_samples, 1, 0.0)
 
 
 def unscale_coef(W, x_scaling, y_center=0.0, y_scale=1.0, fit_intercept=True):

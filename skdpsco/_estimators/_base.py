@@ -8,6 +8,7 @@ attributes. Prediction is post-processing of the released parameters.
 """
 
 import math
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -18,9 +19,9 @@ from sklearn.utils.multiclass import check_classification_targets
 
 from .._column_scaling import (
     MAX_SCALING_SHARE,
-    TARGET_SCALING_SHARE,
     private_column_scaling,
     public_scaling,
+    scaling_is_underpowered,
     scaling_share,
     unscale_coef,
 )
@@ -219,68 +220,83 @@ class DPLinearModel(BaseEstimator):
 
         Returns the standardised ``X`` and target, the budget left for the
         algorithm, ``(x_scaling, (y_center, y_scale) or None)`` (None when
-        ``scaling="none"``) and the scaling's ledger records. The share spent is a
-        public function of ``n``, ``d`` and the budget.
+        ``scaling="none"``) and the scaling's ledger records. The shares spent are
+        public functions of ``n``, ``d`` and the budget.
         """
         if isinstance(self.scaling, str) and self.scaling == "none":
             return X, target, budget, None, []
+        name = type(self).__name__
         n, d = X.shape
         regression = not getattr(self, "_is_dp_classifier", False)
         public = not isinstance(self.scaling, str)
-        if public and len(self.scaling) != 2:
-            raise ValueError(
-                f"{type(self).__name__}: scaling must be 'private', 'none' or a "
-                "tuple (center, scale) of public arrays."
-            )
-        columns = (0 if public else d) + int(regression)
-        if columns == 0:
-            x_scaling = public_scaling(*self.scaling, d, type(self).__name__)
-            return x_scaling.transform(X), target, budget, (x_scaling, None), []
-        accountant = self._budget_accountant()
-        center = bool(self.fit_intercept)
-        if not budget.is_private:
-            spend, budget_fit, share = {"rho": math.inf}, budget, 0.0
-        elif accountant is not None:
-            rho = gaussian_rho_budget(budget.epsilon, budget.delta, accountant)
-            share = scaling_share(n, columns, rho)
-            spend = {"rho": rho * share}
-            budget_fit = budget.with_scaling_share(share)
-        else:
-            share = (
-                scaling_share(
-                    n, columns, gaussian_rho_budget(budget.epsilon, budget.delta)
-                )
-                if budget.delta > 0
-                else MAX_SCALING_SHARE
-            )
-            budget_fit, eps_s, delta_s = budget.split(share)
-            spend = (
-                {"rho": gaussian_rho_budget(eps_s, delta_s, "gdp")}
-                if delta_s > 0
-                else {"epsilon": eps_s}
-            )
-        # The target of a regressor, one column that every prediction depends on,
-        # gets TARGET_SCALING_SHARE of the scaling budget, the features the rest.
-        y_share = 1.0 if public else (TARGET_SCALING_SHARE if regression else 0.0)
-        records = []
         if public:
-            x_scaling = public_scaling(*self.scaling, d, type(self).__name__)
+            if len(self.scaling) != 2:
+                raise ValueError(
+                    f"{name}: scaling must be 'private', 'none' or a tuple "
+                    "(center, scale) of public arrays."
+                )
+            x_scaling = public_scaling(*self.scaling, d, name)
+            if not regression:
+                return x_scaling.transform(X), target, budget, (x_scaling, None), []
+        accountant = self._budget_accountant()
+        if not budget.is_private:
+            share, y_share = scaling_share(n, 0 if public else d, math.inf, regression)
+            spend, budget_fit = {"rho": math.inf}, budget
         else:
-            x_spend = {k: v * (1.0 - y_share) for k, v in spend.items()}
+            # The shares follow the GDP budget of (epsilon, delta): public numbers.
+            rho = (
+                gaussian_rho_budget(budget.epsilon, budget.delta, accountant or "gdp")
+                if budget.delta > 0
+                else math.nan
+            )
+            share, y_share = (
+                scaling_share(n, 0 if public else d, rho, regression)
+                if budget.delta > 0
+                else (MAX_SCALING_SHARE, 1.0 if public else 0.5 * regression)
+            )
+            if budget.delta > 0 and scaling_is_underpowered(
+                n, 0 if public else d, rho, regression
+            ):
+                warnings.warn(
+                    f"{name}: at n_samples={n}, epsilon={budget.epsilon:g} the private "
+                    "scaling cannot be expected to locate "
+                    + ("the target" if regression else "the features")
+                    + " (too few records for this budget: noise dominates), and "
+                    "the model may be worse than a trivial one (a constant). Use "
+                    "more data or a larger epsilon, or scaling=(center, scale) / "
+                    "'none' with public knowledge of the units.",
+                    UserWarning,
+                    stacklevel=5,
+                )
+            if accountant is not None:
+                spend = {"rho": rho * share}
+                budget_fit = budget.with_scaling_share(share)
+            else:
+                budget_fit, eps_s, delta_s = budget.split(share)
+                spend = (
+                    {"rho": gaussian_rho_budget(eps_s, delta_s, "gdp")}
+                    if delta_s > 0
+                    else {"epsilon": eps_s}
+                )
+        records = []
+        if not public:
             x_scaling = private_column_scaling(
                 X,
                 rng,
-                center=center,
+                center=bool(self.fit_intercept),
                 shared=self._shared_scale,
                 name="feature",
-                **x_spend,
+                **{k: v * (1.0 - y_share) for k, v in spend.items()},
             )
             records += x_scaling.records
         y_stats = None
         if regression:
-            y_spend = {k: v * y_share for k, v in spend.items()}
             y_scaling = private_column_scaling(
-                target[:, None], rng, center=center, name="target", **y_spend
+                target[:, None],
+                rng,
+                center=bool(self.fit_intercept),
+                name="target",
+                **{k: v * y_share for k, v in spend.items()},
             )
             records += y_scaling.records
             y_stats = (float(y_scaling.center[0]), float(y_scaling.scale[0]))
@@ -290,10 +306,9 @@ class DPLinearModel(BaseEstimator):
             records = []
         elif accountant is None:
             # Basic composition: the scaling as one (eps_s, delta_s) mechanism.
-            mu_records = records
             records = [
                 MechanismRecord(
-                    f"private scaling ({len(mu_records)} mechanisms)",
+                    f"private scaling ({len(records)} mechanisms)",
                     "approx_dp",
                     epsilon=eps_s,
                     delta=delta_s,

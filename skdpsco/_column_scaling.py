@@ -81,7 +81,7 @@ N_BINS = _EXP_MAX - _EXP_MIN + 2
 #: Detection thresholds, in noise standard deviations of the tested sum: inside the
 #: usual magnitudes (2^-30 to 2^50, ~80 sums: a pure-noise sum clears 3.5 sigma
 #: with probability 2.3e-4 each) ...
-_THRESHOLD_SIGMAS = 3.5
+_THRESHOLD_SIGMAS = 4.0
 _USUAL_EXPONENTS = (-30, 50)
 #: ... and outside them (~2000 sums: the largest pure-noise one clears 6 sigma with
 #: probability ~2e-6). A spurious detection only matters for a column whose bulk
@@ -93,16 +93,13 @@ _WIDTHS = (3, 7)
 #: The window extends over adjacent bins holding at least this fraction of the
 #: detected sum (far tails do not widen it).
 _RELATIVE_THRESHOLD = 0.05
-#: Share of the scaling budget spent on the magnitude histogram; the moment passes
-#: share the rest equally.
-_HISTOGRAM_SHARE = 0.4
 #: Share of the scaling budget spent on the shared fallback scale.
 _FALLBACK_SHARE = 0.05
-#: Half-width of pass 2's window, in pass-1 scales.
-_PASS2_WIDTH = 4.0
-#: Pass 1's released mean (centring) or second moment (not centring), in window
-#: units, beyond which the column's values sit at the window's edge.
-_SATURATED = 0.9
+#: The first window is this many times the top of the magnitude bulk, so that a
+#: located bulk has a clipped second moment of at most 0.64 in window units ...
+_WINDOW_MARGIN = 1.25
+#: ... and one above this sits at the window's edge: the window is below the bulk.
+_SATURATED = 0.8
 #: Variance floor, in units of the window's squared half-width.
 _VARIANCE_FLOOR = 2.0**-20
 #: Above this many columns, one shared scale (per-column statistics would need
@@ -113,6 +110,8 @@ MAX_PER_COLUMN = 2000
 _STANDARDISED_BOUND = 1e100
 #: Largest finite float64.
 _FMAX = np.finfo(np.float64).max
+#: Smallest released scale (public): its inverse, 2^1000, is a finite weight.
+_MIN_SCALE = 2.0**-1000
 #: How one column of a histogram moves under replace-one, (l2, l1): one count
 #: down, one up.
 _COUNT_MOVE = (math.sqrt(2.0), 2.0)
@@ -132,12 +131,14 @@ def bin_upper_edge(k):
     )
 
 
-def magnitude_histogram(X):
+def magnitude_histogram(X, center=None):
     """Counts of every column of ``X`` over the magnitude grid, shape (d, N_BINS).
 
     Dense ``X`` is processed in row chunks; for scipy.sparse ``X`` the implicit
     zeros are counted in bin 0 without being materialised (duplicate entries are
-    summed first: the histogram is of the matrix's values).
+    summed first: the histogram is of the matrix's values). With ``center`` (dense
+    only), the histogram is of the residuals ``x - center``, a difference past the
+    float range counting in the top bin.
     """
     n, d = X.shape
     counts = np.zeros(d * N_BINS, dtype=np.int64)
@@ -154,7 +155,11 @@ def magnitude_histogram(X):
     offsets = np.arange(d, dtype=np.int64) * N_BINS
     step = max(1, 2**20 // max(d, 1))
     for start in range(0, n, step):
-        idx = magnitude_bins(X[start : start + step]) + offsets
+        block = X[start : start + step]
+        if center is not None:
+            with np.errstate(over="ignore"):
+                block = np.clip(block - center, -_FMAX, _FMAX)
+        idx = magnitude_bins(block) + offsets
         counts += np.bincount(idx.ravel(), minlength=d * N_BINS)
     return counts.reshape(d, N_BINS)
 
@@ -227,17 +232,26 @@ def _window_tops(noisy, mech, extend=True):
 
 
 def _row_norms(X):
-    """Overflow-safe l2 norms of the rows (a 1e300 entry gives a finite norm)."""
+    """l2 norms of the rows, computed without overflow, underflow or a warning for
+    any finite input: each row is divided by its largest absolute entry first (no
+    entry exceeds it), and a norm past the float range is the largest float."""
     if sp.issparse(X):
         X = sp.csr_matrix(X, copy=True)
         X.sum_duplicates()
-        top = np.asarray(abs(X).max(axis=1).todense()).ravel()
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        top = np.zeros(X.shape[0])
+        np.maximum.at(top, rows, np.abs(X.data))
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            unit = np.nan_to_num(X.data / top[rows], nan=0.0, posinf=1.0, neginf=-1.0)
+            sums = np.bincount(rows, weights=unit * unit, minlength=X.shape[0])
+            norms = top * np.sqrt(sums)
+    else:
+        top = np.max(np.abs(X), axis=1)
         safe = np.where(top > 0, top, 1.0)
-        scaled = sp.diags(1.0 / safe) @ X
-        return top * np.sqrt(np.asarray(scaled.multiply(scaled).sum(axis=1)).ravel())
-    top = np.max(np.abs(X), axis=1)
-    safe = np.where(top > 0, top, 1.0)
-    return top * np.linalg.norm(X / safe[:, None], axis=1)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            unit = np.nan_to_num(X / safe[:, None], nan=0.0, posinf=1.0, neginf=-1.0)
+            norms = top * np.linalg.norm(unit, axis=1)
+    return np.clip(np.nan_to_num(norms, nan=_FMAX, posinf=_FMAX), 0.0, _FMAX)
 
 
 @dataclass(frozen=True)
@@ -271,7 +285,11 @@ class ColumnScaling:
     def transform(self, X):
         """Standardised copy of ``X`` (sparse stays sparse and is not centred)."""
         if sp.issparse(X):
-            return sp.csr_matrix(X @ sp.diags(self.weight))
+            Z = sp.csr_matrix(X, dtype=np.float64, copy=True)
+            with np.errstate(over="ignore"):
+                Z.data *= self.weight[Z.indices]
+            np.clip(Z.data, -_STANDARDISED_BOUND, _STANDARDISED_BOUND, out=Z.data)
+            return Z
         with np.errstate(over="ignore", invalid="ignore"):
             Z = (np.asarray(X, dtype=np.float64) - self.center) * self.weight
         return np.clip(Z, -_STANDARDISED_BOUND, _STANDARDISED_BOUND, out=Z)
@@ -331,13 +349,7 @@ def private_column_scaling(
     if shared or d > MAX_PER_COLUMN:
         return _shared_scaling(X, budget, 1.0, rng, name, unit_rows=shared)
     center = center and not sp.issparse(X)
-    hist_mech = budget.mechanism(
-        d, _COUNT_MOVE, _HISTOGRAM_SHARE, f"{name} magnitude histogram"
-    )
-    noisy = hist_mech.release(magnitude_histogram(X), rng)
-    records = [hist_mech.record()]
-    tops = _window_tops(noisy, hist_mech)
-    found = np.isfinite(tops)
+    records = []
     # Columns whose magnitude is not found fall back on one shared scale (the row
     # norms' magnitude: one cheap histogram), not on raw units.
     fallback = _FALLBACK_SHARE if d > 1 else 0.0
@@ -346,31 +358,55 @@ def private_column_scaling(
             X, budget, fallback, rng, name, unit_rows=False
         )
         records += shared_scaling.records
-    per_pass = 2 if center else 1
-    rest = 1.0 - _HISTOGRAM_SHARE - fallback
-    passes = _n_passes(budget, n, d, rest / per_pass) if center else 1
-    share = rest / (passes * per_pass)
-    half = np.where(found, tops, 1.0)
-    mid = np.zeros(d)
-    for step in range(passes):
-        mean, var, recs = _moments_release(
-            X, mid, half, budget, share, center, rng, f"{name} pass {step + 1}"
+    levels = _n_zoom_levels(budget, n, d, 1.0 - fallback) if center else 0
+    unit = (1.0 - fallback) / _release_weights(levels, center)
+    # 1. Where the bulk of each column lies: the magnitude histogram of x.
+    hist_mech = budget.mechanism(
+        d, _COUNT_MOVE, _W_HISTOGRAM * unit, f"{name} magnitude histogram"
+    )
+    tops = _window_tops(hist_mech.release(magnitude_histogram(X), rng), hist_mech)
+    records.append(hist_mech.record())
+    found = np.isfinite(tops)
+    half = np.where(found, np.minimum(_WINDOW_MARGIN * tops, _FMAX), 1.0)
+    c = np.zeros(d)
+    spread = np.full(d, np.nan)
+    if levels:
+        # 2. The spread, whatever the location: the magnitude histogram of the
+        # differences of disjoint pairs of records (a public random pairing).
+        diff_mech = budget.mechanism(
+            d, _COUNT_MOVE, _W_HISTOGRAM * unit, f"{name} pair-difference histogram"
         )
-        records += recs
-        if step == 0:
-            # A window below the bulk (a spurious detection at small n) shows in
-            # the released moments as values piled at its edge: not located.
-            found &= np.abs(mean) < _SATURATED if center else var < _SATURATED
-        scale = half * np.sqrt(var)
-        mid = mid + half * mean
-        if step + 1 < passes:
-            # The next window: within this one, centred at its released centre.
-            with np.errstate(over="ignore"):
-                low = np.maximum(mid - _PASS2_WIDTH * scale, -half)
-                high = np.minimum(mid + _PASS2_WIDTH * scale, half)
-            mid, half = low / 2.0 + high / 2.0, high / 2.0 - low / 2.0
-    center_out = np.where(found, mid, 0.0)
-    scale_out = np.where(found, scale, 1.0)
+        noisy = diff_mech.release(magnitude_histogram(_pair_differences(X, rng)), rng)
+        spread = _window_tops(noisy, diff_mech, extend=False)
+        records.append(diff_mech.record())
+    # 3. Zoom: linear histograms over the window, each locating the bulk among
+    # _ZOOM_BINS bins and narrowing the window around it (Karwa & Vadhan's fine
+    # stage inside the coarse range, repeated).
+    for level in range(levels):
+        zoom_mech = budget.mechanism(
+            d, _COUNT_MOVE, _W_HISTOGRAM * unit, f"{name} zoom {level + 1} histogram"
+        )
+        counts = linear_histogram(X, c - half, c + half)
+        c, half = _zoom(zoom_mech.release(counts, rng), zoom_mech, c, half)
+        records.append(zoom_mech.record())
+    # The final window: the zoomed one, or four spreads around its centre.
+    half = np.where(np.isfinite(spread), np.maximum(half, 4.0 * spread), half)
+    half = np.minimum(half, _FMAX)
+    # 4. The clipped mean and second moment in the final window.
+    mean, second, recs = _moments_release(
+        X, c, half, budget, _W_MOMENT * unit, center, rng, f"{name} window"
+    )
+    records += recs
+    c = c + half * mean
+    # A window below the bulk (a spurious detection at small n) shows in the
+    # released second moment as values piled at its edge: not located.
+    found &= second < _SATURATED
+    floor = max(_noise_std(records[-1]), _VARIANCE_FLOOR)
+    scale = half * np.sqrt(np.clip(second - mean**2, floor, 1.0))
+    center_out = np.where(found, c, 0.0)
+    # Public floor: a column narrower than 2^-1000 (a constant, subnormal values)
+    # keeps a finite weight 1 / scale and finite coefficients.
+    scale_out = np.where(found, np.maximum(scale, _MIN_SCALE), 1.0)
     located = found.copy()
     if fallback and shared_scaling.located[0]:
         scale_out = np.where(found, scale_out, shared_scaling.scale[0])
@@ -378,17 +414,123 @@ def private_column_scaling(
     return ColumnScaling(center_out, scale_out, located, records)
 
 
-def _n_passes(budget, n, d, share):
-    """Public rule: a second moment pass only if the first one's variance noise is
-    small enough for its window to shrink at least twofold (``4 sqrt(noise) <=
-    1/2``), judged at the budget of two passes."""
-    mech = budget.mechanism(d, (1.0 / n, 1.0 / n), share / 2.0, "probe")
-    noise = mech.sigma if isinstance(mech, GaussianMechanism) else mech.scale * 1.5
-    return 2 if _PASS2_WIDTH * math.sqrt(noise) <= 0.5 else 1
+def _pair_differences(X, rng):
+    """``x_a - x_b`` over disjoint pairs ``(a, b)`` of a public random pairing.
+
+    Replacing one record changes one pair's difference: one count of its
+    magnitude histogram moves down and one up (l2-sensitivity ``sqrt(2)`` per
+    column). The pairing is drawn from ``rng`` and reads no data; a difference past
+    the float range counts in the top bin.
+    """
+    n = X.shape[0]
+    order = rng.permutation(n)
+    a, b = order[0 : n - 1 : 2], order[1:n:2]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.clip(X[a] - X[b], -_FMAX, _FMAX)
+
+
+def linear_histogram(X, low, high):
+    """Counts over ``_ZOOM_BINS`` equal bins of each column's window
+    ``[low_j, high_j]``, plus one bin below and one above it: shape
+    ``(d, _ZOOM_BINS + 2)``. One record is in exactly one bin of each column."""
+    n, d = X.shape
+    counts = np.zeros(d * (_ZOOM_BINS + 2), dtype=np.int64)
+    offsets = np.arange(d, dtype=np.int64) * (_ZOOM_BINS + 2)
+    with np.errstate(over="ignore"):
+        width = (high / 2.0 - low / 2.0) * (2.0 / _ZOOM_BINS)
+    step = max(1, 2**20 // max(d, 1))
+    for start in range(0, n, step):
+        block = X[start : start + step]
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            pos = np.floor((block / 2.0 - low / 2.0) / (width / 2.0))
+        pos = np.nan_to_num(pos, nan=-1.0, posinf=_ZOOM_BINS, neginf=-1.0)
+        idx = np.clip(pos, -1, _ZOOM_BINS).astype(np.int64) + 1
+        counts += np.bincount((idx + offsets).ravel(), minlength=counts.size)
+    return counts.reshape(d, _ZOOM_BINS + 2)
+
+
+def _zoom(noisy, mech, center, half):
+    """Post-processing of a zoom histogram: the run of adjacent bins (of the
+    widths in :data:`_ZOOM_WIDTHS`) whose noisy sum clears its public threshold by
+    the most, in units of that threshold, becomes the centre of the next window,
+    three runs wide (one bin more on each side). A column with no such run keeps
+    its window."""
+    d = noisy.shape[0]
+    body = noisy[:, 1:-1]
+    with np.errstate(over="ignore"):
+        width = (half / 2.0) * (4.0 / _ZOOM_BINS)
+    low = center - half
+    best = np.full(d, -np.inf)
+    start = np.zeros(d)
+    run = np.ones(d)
+    sd = _noise_std(mech.record())
+    for w in _ZOOM_WIDTHS:
+        cumulative = np.pad(np.cumsum(body, axis=1), ((0, 0), (1, 0)))
+        sums = cumulative[:, w:] - cumulative[:, :-w]
+        threshold = max(_ZOOM_SIGMAS * sd * math.sqrt(w), 0.5)
+        score = (sums - threshold) / threshold
+        idx = np.argmax(score, axis=1)
+        top = score[np.arange(d), idx]
+        better = top > best
+        best = np.where(better, top, best)
+        start = np.where(better, idx, start)
+        run = np.where(better, w, run)
+    found = best >= 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        new_center = low + (start + run / 2.0) * width
+        new_half = (1.5 * run + 1.0) * width
+    keep = ~found | ~np.isfinite(new_center) | ~(new_half < half)
+    return np.where(keep, center, new_center), np.where(keep, half, new_half)
+
+
+#: Relative budgets of the releases: each histogram (magnitude of x, of the pair
+#: differences and each zoom level), the final clipped mean and second moment.
+_W_HISTOGRAM, _W_MOMENT = 3.0, 2.0
+#: Zoom levels: up to this many, of this many bins each (each narrows a window
+#: holding a narrow bulk about 1,000-fold); runs of these widths are searched.
+_MAX_ZOOM, _ZOOM_BINS = 3, 4096
+_ZOOM_WIDTHS = tuple(2**k - 1 for k in range(1, 13))
+#: Detection threshold of a zoom run, in noise standard deviations of its sum.
+_ZOOM_SIGMAS = 4.5
+#: A zoom level is run only where a bulk of a quarter of the records is expected
+#: to clear its threshold this many times over (public numbers).
+_ZOOM_MARGIN = 1.5
+
+
+def _release_weights(levels, center):
+    """Total relative budget of the releases (see :data:`_W_HISTOGRAM`)."""
+    if not center:
+        return _W_HISTOGRAM + _W_MOMENT
+    # The pair-difference histogram is released only with the zoom levels.
+    return (1 + levels + (levels > 0)) * _W_HISTOGRAM + 2 * _W_MOMENT
+
+
+#: The first histogram's share of the features' scaling budget without zoom (what
+#: the share rule of :func:`scaling_share` plans with; zoom levels are only added
+#: at sizes where detection has a wide margin).
+_FIRST_HISTOGRAM_SHARE = _W_HISTOGRAM / _release_weights(0, True)
+
+
+def _n_zoom_levels(budget, n, d, share):
+    """Public rule: ``_MAX_ZOOM`` zoom levels where a bulk of ``n / 4`` records in
+    one run is expected to clear a zoom threshold ``_ZOOM_MARGIN`` times over at
+    that budget, none otherwise."""
+    unit = share / _release_weights(_MAX_ZOOM, True)
+    mech = budget.mechanism(d, _COUNT_MOVE, _W_HISTOGRAM * unit, "probe")
+    needed = _ZOOM_MARGIN * _ZOOM_SIGMAS * _noise_std(mech.record())
+    return _MAX_ZOOM if n / 4.0 >= needed else 0
+
+
+def _noise_std(record):
+    """Noise standard deviation of a Gaussian or Laplace record."""
+    if record.kind == "gaussian":
+        return record.scale
+    return math.sqrt(2.0) * record.scale
 
 
 def _moments_release(X, mid, half, budget, share, center, rng, name):
-    """Noisy mean (when centring) and variance of ``clip((x - mid) / half, -1, 1)``.
+    """Noisy mean (when centring) and second moment of
+    ``clip((x - mid) / half, -1, 1)``, each at ``share`` of the budget.
 
     Each clipped value lies in ``[-1, 1]`` and its square in ``[0, 1]``, so
     replace-one moves a column's mean by ``<= 2 / n`` and its second moment by
@@ -407,17 +549,9 @@ def _moments_release(X, mid, half, budget, share, center, rng, name):
     second_mech = budget.mechanism(
         d, (1.0 / n, 1.0 / n), share, f"{name} second moment"
     )
-    s = second_mech.release(s, rng)
+    s = np.clip(second_mech.release(s, rng), 0.0, 1.0)
     records.append(second_mech.record())
-    noise = (
-        second_mech.sigma
-        if isinstance(second_mech, GaussianMechanism)
-        else math.sqrt(2.0) * second_mech.scale
-    )
-    # Variance about the released centre from released values only, floored at the
-    # noise level of the second moment (public).
-    var = np.clip(s - m**2, max(noise, _VARIANCE_FLOOR), 1.0)
-    return m, var, records
+    return m, s, records
 
 
 def _clipped_moments(X, mid, half):
@@ -458,6 +592,7 @@ def _shared_scaling(X, budget, share, rng, name, unit_rows):
     found = bool(np.isfinite(top))
     # The upper edge of the bulk's magnitude bin: a typical row has norm below it.
     scale = (float(top) if unit_rows else float(top) / math.sqrt(d)) if found else 1.0
+    scale = max(scale, _MIN_SCALE)
     return ColumnScaling(
         np.zeros(d), np.full(d, scale), np.full(d, found), [mech.record()]
     )
@@ -507,7 +642,7 @@ def scaling_share(n_samples, n_features, rho, regression=False):
         target_share = max(MIN_TARGET_SHARE, y_rho / (x_rho + y_rho)) if d else 1.0
     if not math.isfinite(rho):
         return MIN_SCALING_SHARE, target_share
-    share = (x_rho + y_rho) / _HISTOGRAM_SHARE / rho
+    share = (x_rho + y_rho) / _FIRST_HISTOGRAM_SHARE / rho
     return min(MAX_SCALING_SHARE, max(MIN_SCALING_SHARE, share)), target_share
 
 
@@ -520,12 +655,17 @@ def scaling_is_underpowered(n_samples, n_features, rho, regression=False):
     share, target_share = scaling_share(n_samples, n_features, rho, regression)
     rho_s = share * rho
     if regression:
-        return rho_s * target_share * _HISTOGRAM_SHARE < _histogram_rho(
+        return rho_s * target_share * _FIRST_HISTOGRAM_SHARE < _histogram_rho(
             n_samples, 1, 0.0
         )
     if n_features <= 1 or n_features > MAX_PER_COLUMN:
-        return rho_s * _HISTOGRAM_SHARE < _histogram_rho(n_samples, 1, 0.0)
-    return rho_s * _FALLBACK_SHARE < _histogram_rho(n_samples, 1, 0.0)
+        return rho_s * _FIRST_HISTOGRAM_SHARE < _histogram_rho(n_samples, 1, 0.0)
+    per_column = rho_s * _FIRST_HISTOGRAM_SHARE >= _histogram_rho(
+        n_samples, n_features, 0.0
+    )
+    return not per_column and rho_s * _FALLBACK_SHARE < _histogram_rho(
+        n_samples, 1, 0.0
+    )
 
 
 def unscale_coef(W, x_scaling, y_center=0.0, y_scale=1.0, fit_intercept=True):

@@ -7,6 +7,7 @@ subclass assemble its (loss, oracle, solver) and run it; compose what ran into
 attributes. Prediction is post-processing of the released parameters.
 """
 
+import copy
 import math
 import warnings
 from numbers import Integral
@@ -26,11 +27,12 @@ from .._column_scaling import (
     unscale_coef,
 )
 from ..exceptions import PrivacyBudgetError
-from ..privacy._accounting import gaussian_rho_budget
+from ..privacy._accounting import gaussian_rho_budget, gdp_to_approx_dp
 from ..privacy._ledger import MechanismRecord, PrivacySpent
 from ..privacy._params import (
     COMMON_FIT_CONSTRAINTS,
     PRIVACY_PARAMETER_CONSTRAINTS,
+    PrivacyBudget,
     check_privacy_params,
 )
 from ..utils._compat import StrOptions, _fit_context, check_is_fitted, validate_data
@@ -53,7 +55,8 @@ SCALING_PARAM_DOC = """
         ``intercept_`` back to the original units (post-processing): raw columns
         in any units need no bounds and no scaler. More than 2,000 features share
         one scale (the magnitude of the row norms); sparse input is scaled without
-        centring, and so is everything when ``fit_intercept=False``. The released
+        centring, and so is everything when ``fit_intercept=False`` (a model
+        without intercept cannot follow an offset of the data anyway). The released
         statistics are ``feature_center_`` and ``feature_scale_`` (and
         ``target_center_``, ``target_scale_``). The penalty and any constraint set
         then apply to the standardised coefficients, as in glmnet. ``"none"``: the
@@ -68,17 +71,24 @@ def make_generator(random_state):
 
     ``None`` draws fresh OS entropy (the right choice in production: a fixed seed
     makes the noise reproducible by anyone who knows it); an int gives bit-for-bit
-    reproducible fits; a ``RandomState`` seeds a Generator from its stream; a
-    ``Generator`` is used as is.
+    reproducible fits; a ``RandomState`` seeds a Generator from (a copy of) its
+    stream; a ``Generator`` is copied. Neither is advanced: whoever holds one (or
+    the fitted estimator's ``random_state``) can regenerate the noise, so they
+    are for tests only.
     """
+    # A Generator or RandomState passed in is copied, never advanced: the fitted
+    # estimator (and its pickle) must not hold the generator's post-fit state,
+    # from which the noise could be regenerated (it still holds the pre-fit
+    # state, which is why such a random_state is for tests only).
     if isinstance(random_state, np.random.Generator):
-        return random_state
+        return copy.deepcopy(random_state)
     if random_state is None:
         return np.random.default_rng()
     if isinstance(random_state, Integral):
         return np.random.default_rng(int(random_state))
     if isinstance(random_state, np.random.RandomState):
-        return np.random.default_rng(random_state.randint(0, 2**31 - 1, size=4))
+        seed = copy.deepcopy(random_state).randint(0, 2**31 - 1, size=4)
+        return np.random.default_rng(seed)
     raise ValueError(f"Cannot make a Generator from random_state={random_state!r}.")
 
 
@@ -98,7 +108,8 @@ class DPLinearModel(BaseEstimator):
 
     #: Whether scipy.sparse X is supported end to end.
     _accept_sparse = False
-    #: Whether ``scaling="private"`` releases one scale for all features.
+    #: Whether ``scaling="private"`` releases one scale for all features of sparse
+    #: input (rows of norm about 1, as row-norm bounds expect).
     _shared_scale = False
 
     def __sklearn_tags__(self):
@@ -115,9 +126,12 @@ class DPLinearModel(BaseEstimator):
 
         ``"gdp"`` (every mechanism Gaussian) or ``"zcdp"``: it takes its zCDP budget
         from :meth:`_gaussian_budget`, and the scaling statistics take their share
-        of the same ``rho`` (composed exactly by the ledger). None: it reads
-        ``(epsilon, delta)``, and the scaling takes a share of both (basic
-        composition).
+        of the same ``rho`` (composed exactly by the ledger). ``"gdp-epsilon"``:
+        every mechanism is Gaussian, calibrated to the ``(epsilon, delta)`` it is
+        handed; it gets the ``epsilon`` at which a Gaussian mechanism has the GDP
+        parameter the scaling leaves, ``sqrt(mu^2 - mu_scaling^2)`` (exact
+        composition, Dong, Roth & Su 2022, Cor 3.3). None: it reads ``(epsilon,
+        delta)``, and the scaling takes a share of both (basic composition).
         """
         return None
 
@@ -161,6 +175,8 @@ class DPLinearModel(BaseEstimator):
             y_numeric=not getattr(self, "_is_dp_classifier", False),
             ensure_min_samples=2,
         )
+        if sp.issparse(X):
+            X = canonical_sparse(X, type(self).__name__)
         target, n_outputs = self._encode_target(y)
         requires_delta, min_samples = self._algorithm_requirements()
         budget = check_privacy_params(
@@ -243,12 +259,11 @@ class DPLinearModel(BaseEstimator):
             share, y_share = scaling_share(n, 0 if public else d, math.inf, regression)
             spend, budget_fit = {"rho": math.inf}, budget
         else:
-            # The shares follow the GDP budget of (epsilon, delta): public numbers.
-            rho = (
-                gaussian_rho_budget(budget.epsilon, budget.delta, accountant or "gdp")
-                if budget.delta > 0
-                else math.nan
-            )
+            # The shares follow the zCDP budget of (epsilon, delta): public numbers.
+            rho = math.nan
+            if budget.delta > 0:
+                kind = "zcdp" if accountant == "zcdp" else "gdp"
+                rho = gaussian_rho_budget(budget.epsilon, budget.delta, kind)
             share, y_share = (
                 scaling_share(n, 0 if public else d, rho, regression)
                 if budget.delta > 0
@@ -268,7 +283,13 @@ class DPLinearModel(BaseEstimator):
                     UserWarning,
                     stacklevel=5,
                 )
-            if accountant is not None:
+            if accountant == "gdp-epsilon":
+                spend = {"rho": rho * share}
+                mu_left = math.sqrt(2.0 * rho * (1.0 - share))
+                budget_fit = PrivacyBudget(
+                    gdp_to_approx_dp(mu_left, budget.delta), budget.delta, n
+                )
+            elif accountant is not None:
                 spend = {"rho": rho * share}
                 budget_fit = budget.with_scaling_share(share)
             else:
@@ -284,7 +305,7 @@ class DPLinearModel(BaseEstimator):
                 X,
                 rng,
                 center=bool(self.fit_intercept),
-                shared=self._shared_scale,
+                shared=self._shared_scale and sp.issparse(X),
                 name="feature",
                 **{k: v * (1.0 - y_share) for k, v in spend.items()},
             )
@@ -341,6 +362,25 @@ class DPLinearModel(BaseEstimator):
             reset=False,
         )
         return np.asarray(X @ self.coef_.T + self.intercept_)
+
+
+def canonical_sparse(X, name):
+    """A copy of sparse ``X`` with duplicate entries summed, checked finite.
+
+    A matrix's value at a position is the sum of its stored duplicates, so every
+    bound and statistic is computed on the summed values; a sum past the float
+    range is a non-finite value of the input, refused like one.
+    """
+    X = X.copy()
+    X.sum_duplicates()
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = np.all(np.isfinite(X.data))
+    if not finite:
+        raise ValueError(
+            f"{name}: X contains infinity or a value too large for float64 (its "
+            "duplicate sparse entries sum past the float range)."
+        )
+    return X
 
 
 def refuse_fit_params(estimator, fit_params):

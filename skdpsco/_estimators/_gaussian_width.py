@@ -238,6 +238,16 @@ class _GaussianWidthBase(DPLinearModel):
     def _algorithm_requirements(self):
         return True, 2
 
+    def _budget_accountant(self):
+        # Phased SGD's mechanisms are Gaussians calibrated to (epsilon, delta): the
+        # scaling's Gaussians compose with them exactly. The others split
+        # (epsilon, delta) with the scaling by basic composition.
+        n_outputs = getattr(self, "classes_", np.zeros(2)).size
+        n_outputs = 1 if n_outputs <= 2 else n_outputs
+        if self._resolved_algorithm(n_outputs) == "phased_sgd":
+            return "gdp-epsilon"
+        return None
+
     def _resolved_algorithm(self, n_outputs):
         """``algorithm`` with ``"auto"`` resolved from public facts only: epsilon and
         the number of outputs (benchmarks/gaussian_width.py)."""

@@ -14,6 +14,7 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 
+from .._column_scaling import ColumnScaling
 from .._losses import get_loss
 from .._mean_estimation._sparse_mean import (
     L1RecoveryMeanOracle,
@@ -275,6 +276,18 @@ class _SparseGradientBase(DPLinearModel):
         _, requires_delta, min_samples = _ALGORITHMS[self.algorithm]
         return requires_delta, min_samples
 
+    def _budget_accountant(self):
+        # With delta > 0 these are Gaussian throughout: the gradient descents take
+        # a zCDP budget, output perturbation one Gaussian calibrated to (epsilon,
+        # delta); the scaling's Gaussians compose with them exactly.
+        if self.delta == 0:
+            return None
+        if self.algorithm in ("projection_gd", "l1_recovery_gd"):
+            return "gdp"
+        if self.algorithm == "output_perturbation":
+            return "gdp-epsilon"
+        return None
+
     def _enforce(self, X):
         return enforce_row_bounds(
             X,
@@ -350,9 +363,11 @@ class _SparseGradientBase(DPLinearModel):
         # The per-row map acts on the standardised rows, as in fit; with coef_ in
         # the original units, enforce((x - c) / s) . (coef_ s) + intercept_ +
         # coef_ . c is the fitted model's prediction (post-processing).
-        center, scale = self.feature_center_, self.feature_scale_
-        weight = np.where(self.feature_located_, 1.0 / scale, 0.0)
-        Xs = X @ sp.diags(weight) if sp.issparse(X) else (X - center) * weight
+        scaling = ColumnScaling(
+            self.feature_center_, self.feature_scale_, self.feature_located_
+        )
+        center, scale = scaling.center, scaling.scale
+        Xs = scaling.transform(X)
         coef = np.atleast_2d(self.coef_)
         Z = self._enforce(Xs) @ (coef * scale).T + (coef @ center + self.intercept_)
         return np.asarray(Z).reshape(-1) if np.ndim(self.coef_) == 1 else np.asarray(Z)

@@ -141,8 +141,11 @@ def _row_feature_norms(design, r):
             block = sp.csr_matrix(abs(block))
             m = np.asarray(block.max(axis=1).todense()).ravel()
             safe = np.where(m > 0, m, 1.0)
-            scaled = sp.diags(1.0 / safe) @ block
-            s = np.asarray(scaled.power(r).sum(axis=1)).ravel()
+            # Each entry divided by its row's largest (<= 1): no 1 / m, which
+            # overflows for a subnormal m.
+            rows = np.repeat(np.arange(block.shape[0]), np.diff(block.indptr))
+            unit = block.data / safe[rows]
+            s = np.bincount(rows, weights=unit**r, minlength=block.shape[0])
         else:
             a = np.abs(np.asarray(block, dtype=float))
             m = a.max(axis=1) if d else np.zeros(a.shape[0])
@@ -161,8 +164,9 @@ def _clip_scales(design, r, bound):
     record (card §5 item 1); it is a function of one row only.
     """
     norms = _row_feature_norms(design, r)
-    with np.errstate(divide="ignore"):
-        return np.where(norms > bound, bound / np.where(norms > 0, norms, 1.0), 1.0)
+    # Only rows above the bound are divided: a subnormal norm must not overflow
+    # (a warning on one neighbour only would be a side channel).
+    return np.where(norms > bound, bound / np.where(norms > bound, norms, 1.0), 1.0)
 
 
 def _augmented_norm_bound(bound, r, fit_intercept):

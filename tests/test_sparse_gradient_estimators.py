@@ -404,12 +404,16 @@ def test_formats_seeds_clone_pickle_pipeline(Est):
         if Est is SparseGradientDPRegressor
         else np.array(["a", "b"])[(score > 0).astype(int)]
     )
+    # Data as given: dense equals sparse (the default private scaling centres
+    # dense input and keeps sparse input sparse); CSR equals CSC either way.
     fits = [
-        Est(sparsity=3, random_state=7).fit(Xf, y).coef_
+        Est(scaling="none", sparsity=3, random_state=7).fit(Xf, y).coef_
         for Xf in (X, X.tocsc(), X.toarray())
     ]
     np.testing.assert_allclose(fits[0], fits[1], rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(fits[0], fits[2], rtol=1e-12, atol=1e-13)
+    a, b = (Est(sparsity=3, random_state=7).fit(Xf, y).coef_ for Xf in (X, X.tocsc()))
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
     a = Est(random_state=None).fit(X, y).coef_
     b = Est(random_state=None).fit(X, y).coef_
     assert not np.array_equal(a, b)

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 
 from .._column_scaling import ColumnScaling
 from .._losses import get_loss

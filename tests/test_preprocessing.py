@@ -130,7 +130,7 @@ def test_clipped_noise_std_matches_calibration():
 def test_with_std_false_puts_the_whole_budget_on_the_mean():
     n, d = 200, 3
     X = _data(n, d)
-    sc = DPStandardScaler(with_std=False, random_state=0).fit(X)
+    sc = DPStandardScaler(with_std=False, bounds=(-10, 10), random_state=0).fit(X)
     (rec,) = sc.privacy_spent_.mechanisms
     rho = gaussian_rho_budget(EPS, DELTA, "gdp")
     # Default box [-10, 10]: released in units of h = 10, sensitivity 2 sqrt(d) / n.
@@ -405,7 +405,7 @@ def test_variance_below_its_noise_level_is_floored_there_and_flagged():
     # (1e-3 x 10)^2, which multiplied the feature by 100 after scaling.
     X = _data(1000, 10, loc=0.0, std=1.0)
     with pytest.warns(UserWarning, match="below its noise level"):
-        sc = DPStandardScaler(random_state=1).fit(X)
+        sc = DPStandardScaler(bounds=(-10, 10), random_state=1).fit(X)
     (_, second) = sc.privacy_spent_.mechanisms
     noise_var = 100.0 * second.scale
     assert np.all(sc.var_ >= noise_var * (1 - 1e-12))

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 
+from .._column_scaling import private_column_scaling
 from .._estimators._base import make_generator, refuse_fit_params, refuse_sparse
 from .._mean_estimation import AxisTruncatedMeanOracle
 from .._mean_estimation._truncated_mean import default_gradient_bound
@@ -51,6 +52,9 @@ MEAN_BUDGET_FRACTION = 0.5
 #: 100 after scaling (default box, n = 1000, epsilon = 1: 30% of features, and a
 #: downstream DP logistic fell from 0.79 to 0.65 accuracy). Post-processing.
 SCALE_FLOOR = 1e-3
+
+#: The public box of ``"clipped"`` and ``"robust"`` when ``bounds`` is None.
+_DEFAULT_BOUNDS = (-10.0, 10.0)
 
 #: Truncation ``tau`` of the robust method: Kamath, Liu & Zhang (2021), Thm 4.1 need
 #: ``tau >= max(60, 6 tau_RE)`` with the bucket half-width ``tau_RE = 10``.
@@ -119,10 +123,18 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     :class:`~sklearn.pipeline.Pipeline`; :func:`skdpsco.privacy.total_privacy_spent`
     of the fitted Pipeline composes its spend with the later steps'.
 
-    Budget split: the total zCDP budget ``rho`` of ``(epsilon, delta)`` (exact
-    Gaussian / GDP accounting) goes half to the per-feature mean and half to the
-    per-feature second moment (:data:`MEAN_BUDGET_FRACTION`); with
-    ``with_std=False`` all of it goes to the mean; with neither nothing is
+    No bound is needed: by default the data come in their natural units (a year
+    near 2005, an income near 4e4) and the release locates each feature itself
+    (``method="auto"``, the same release every skdpsco estimator runs for its own
+    ``scaling="private"``). With public ``bounds`` the moments of the clipped data
+    are released instead.
+
+    Budget: the total zCDP budget ``rho`` of ``(epsilon, delta)`` (exact Gaussian /
+    GDP accounting). Without bounds it is shared by the release's histograms and
+    moments (see :mod:`skdpsco._column_scaling`); with bounds, half goes to the
+    per-feature mean and half to the per-feature second moment
+    (:data:`MEAN_BUDGET_FRACTION`), all of it to the mean with
+    ``with_std=False``. With neither ``with_mean`` nor ``with_std`` nothing is
     released and nothing is spent. The accountant composes the mechanisms that ran
     into ``privacy_spent_``.
 
@@ -137,22 +149,30 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         ``with_std=True`` (the variance needs it), as in scikit-learn.
     with_std : bool, default=True
         Scale the data to (approximately) unit variance.
-    method : {"clipped", "robust"}, default="clipped"
-        ``"clipped"``: every value is clipped into the public box ``bounds``, and
-        the mean and second moment of the clipped data get Gaussian noise
-        calibrated to the box (the estimates are those of the clipped data: bias
-        where features leave the box). ``"robust"`` (heavy tails, unknown
-        location): the private-range truncated mean of Kamath, Liu & Zhang (2021,
-        Algorithms 2-3, coordinate-wise Appendix B) per feature, first of ``x``
-        then of ``(x - mean_)^2``. Its noise scales with ``scale``, not with the
-        width of ``bounds``, and no value is clipped into a box: records farther
-        than ``60 * scale`` from a private coarse centre are dropped from the mean.
-    bounds : tuple of (float or array of shape (n_features,)), default=(-10.0, 10.0)
+    method : {"auto", "clipped", "robust"}, default="auto"
+        ``"auto"``: with ``bounds=None`` (the default) the bound-free release every
+        skdpsco estimator uses for its own scaling: per feature, a Gaussian noisy
+        histogram of the binary exponents over the whole float range locates the
+        bulk, zoom histograms narrow it at any offset, then the clipped mean and
+        second moment in the found window give ``mean_`` and ``scale_`` (no bound
+        is declared or read); with ``bounds``, ``"clipped"``. ``"clipped"``: every
+        value is clipped into the public box ``bounds``, and the mean and second
+        moment of the clipped data get Gaussian noise calibrated to the box (the
+        estimates are those of the clipped data: bias where features leave the
+        box). ``"robust"`` (heavy tails, unknown location): the private-range
+        truncated mean of Kamath, Liu & Zhang (2021, Algorithms 2-3,
+        coordinate-wise Appendix B) per feature, first of ``x`` then of
+        ``(x - mean_)^2``. Its noise scales with ``scale``, not with the width of
+        ``bounds``, and no value is clipped into a box: records farther than
+        ``60 * scale`` from a private coarse centre are dropped from the mean.
+    bounds : None or tuple of (float or array of shape (n_features,)), default=None
         Public ``(lower, upper)`` per feature, data-independent (never read them
-        from the private data). ``"clipped"``: the clipping box; the noise std of
-        ``mean_`` is proportional to its width. ``"robust"``: only the feature
-        *means* are assumed to lie inside (the coarse centre is searched on a
-        grid over it, at a cost logarithmic in its width).
+        from the private data); None for the bound-free ``"auto"`` method
+        (``"clipped"`` and ``"robust"`` then use ``(-10, 10)``). ``"clipped"``: the
+        clipping box; the noise std of ``mean_`` is proportional to its width.
+        ``"robust"``: only the feature *means* are assumed to lie inside (the
+        coarse centre is searched on a grid over it, at a cost logarithmic in its
+        width).
     scale : float, default=1.0
         ``"robust"`` only: public bound ``s`` on each feature's standard deviation
         (its second moment about the mean is assumed ``<= s^2``). Noise grows
@@ -213,10 +233,11 @@ default=None
     --------
     >>> import numpy as np
     >>> from skdpsco.preprocessing import DPStandardScaler
-    >>> X = np.random.default_rng(0).normal(3.0, 2.0, size=(10_000, 2))
-    >>> scaler = DPStandardScaler(epsilon=1.0, random_state=0).fit(X)
-    >>> np.round(scaler.mean_, 1), np.round(scaler.scale_, 1)
-    (array([3., 3.]), array([2., 2.]))
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.column_stack([rng.normal(2005, 10, 10_000), rng.normal(3.0, 2.0, 10_000)])
+    >>> scaler = DPStandardScaler(epsilon=1.0, random_state=0).fit(X)  # no bounds
+    >>> np.round(scaler.mean_), np.round(scaler.scale_)
+    (array([2005.,    3.]), array([10.,  2.]))
     >>> round(scaler.privacy_spent_.epsilon, 6) <= 1.0
     True
     """
@@ -225,8 +246,8 @@ default=None
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "with_mean": ["boolean"],
         "with_std": ["boolean"],
-        "method": [StrOptions({"clipped", "robust"})],
-        "bounds": ["array-like"],
+        "method": [StrOptions({"auto", "clipped", "robust"})],
+        "bounds": [None, "array-like"],
         "scale": [PositiveFinite()],
     }
 
@@ -237,8 +258,8 @@ default=None
         delta=1e-5,
         with_mean=True,
         with_std=True,
-        method="clipped",
-        bounds=(-10.0, 10.0),
+        method="auto",
+        bounds=None,
         scale=1.0,
         random_state=None,
     ):
@@ -279,7 +300,11 @@ default=None
         refuse_sparse(self, X)
         X = validate_data(self, X, accept_sparse=False, dtype=np.float64)
         n, d = X.shape
-        lower, upper = _check_bounds(self.bounds, d)
+        method = self.method
+        if method == "auto":
+            method = "free" if self.bounds is None else "clipped"
+        bounds = _DEFAULT_BOUNDS if self.bounds is None else self.bounds
+        lower, upper = _check_bounds(bounds, d)
         budget = check_privacy_params(self, n, requires_delta=True, min_samples=1)
         rng = make_generator(self.random_state)
         if not (self.with_mean or self.with_std):
@@ -297,7 +322,9 @@ default=None
             rho_second = rho * (1.0 - MEAN_BUDGET_FRACTION)  # rho = inf stays inf
         else:
             rho_mean, rho_second = rho, 0.0
-        if self.method == "clipped":
+        if method == "free":
+            mean, var, records, floor = self._fit_free(X, rho, rng)
+        elif method == "clipped":
             mean, var, records, floor = self._fit_clipped(
                 X, lower, upper, rho_mean, rho_second, rng
             )
@@ -331,6 +358,27 @@ default=None
         self.n_samples_seen_ = int(n)
         self.privacy_spent_ = spent
         return self
+
+    def _fit_free(self, X, rho, rng):
+        # The release of skdpsco._column_scaling (its sensitivities are argued
+        # there): no bound, every mechanism Gaussian at a share of rho.
+        result = private_column_scaling(X, rng, rho=rho, center=self.with_mean)
+        records = result.records
+        if not result.located.all():
+            # Post-processing of released values: no privacy cost.
+            missing = np.flatnonzero(~result.located)
+            warnings.warn(
+                f"DPStandardScaler: {missing.size} feature(s) (indices "
+                f"{missing[:10].tolist()}) could not be located privately (too few "
+                "records for this budget: noise dominates); they are left as they "
+                "are (mean 0, scale 1). A larger epsilon or n would help.",
+                UserWarning,
+                stacklevel=3,
+            )
+        mean = result.center if self.with_mean else np.zeros(result.center.size)
+        var = result.scale**2 if self.with_std else None
+        floor = np.zeros(result.scale.size) if var is not None else None
+        return mean, var, records, floor
 
     def _fit_clipped(self, X, lower, upper, rho_mean, rho_second, rng):
         n = X.shape[0]

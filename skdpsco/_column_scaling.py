@@ -282,6 +282,12 @@ class ColumnScaling:
         0) rather than used in unknown units."""
         return np.where(self.located, 1.0 / self.scale, 0.0)
 
+    def rescaled(self, factor):
+        """The same centres with every scale multiplied by ``factor`` (public)."""
+        return ColumnScaling(
+            self.center, self.scale * factor, self.located, self.records
+        )
+
     def transform(self, X):
         """Standardised copy of ``X`` (sparse stays sparse and is not centred)."""
         if sp.issparse(X):

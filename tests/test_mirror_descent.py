@@ -11,6 +11,7 @@ from skdpsco._constraints import L1Ball
 from skdpsco._losses import get_loss
 from skdpsco._solvers import _mirror_descent as md
 from skdpsco._solvers._design import LinearDesign
+from skdpsco.privacy import approx_dp_to_gdp
 from skdpsco.privacy._ledger import PrivacySpent
 from skdpsco.privacy._mechanisms import generalized_gaussian_noise
 from skdpsco.privacy._shuffling import shuffle_epsilon
@@ -182,14 +183,16 @@ def test_phased_sgd_noise_and_record(monkeypatch):
         2 / beta,
         (1.0 / L) * min(4 / math.sqrt(1000), 0.5 / math.sqrt(10 * math.log(1e5))),
     )
-    ratio = 2 * math.sqrt(math.log(1e5)) / 0.5
+    # sigma_i / (2 L eta_i) = 1 / mu, mu the exact GDP parameter of (0.5, 1e-5).
+    ratio = 1.0 / approx_dp_to_gdp(0.5, 1e-5)
     assert drawn == pytest.approx(
         [ratio * 2 * L * eta / 4**i for i in range(1, len(drawn) + 1)]
     )
     assert len(drawn) == 9  # phases i with n_i = floor(1000 / 2^i) >= 1
     spent = PrivacySpent.from_records(res.records, 1e-5)
-    # sigma_i >= classic Gaussian calibration at (eps, delta): spent <= eps.
+    # The whole budget, and never more.
     assert spent.epsilon <= 0.5
+    assert spent.epsilon == pytest.approx(0.5, rel=1e-6)
 
 
 def _l1_constrained_minimiser(X, y, loss, R):

@@ -111,6 +111,9 @@ class DPLinearModel(BaseEstimator):
     #: Whether ``scaling="private"`` releases one scale for all features of sparse
     #: input (rows of norm about 1, as row-norm bounds expect).
     _shared_scale = False
+    #: Whether the standardised columns are further divided by sqrt(d), so that
+    #: rows have l2 norm about 1 (for a public row-norm bound of order 1).
+    _unit_rows = False
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -253,6 +256,8 @@ class DPLinearModel(BaseEstimator):
                 )
             x_scaling = public_scaling(*self.scaling, d, name)
             if not regression:
+                if self._unit_rows:
+                    x_scaling = x_scaling.rescaled(math.sqrt(d))
                 return x_scaling.transform(X), target, budget, (x_scaling, None), []
         accountant = self._budget_accountant()
         if not budget.is_private:
@@ -310,6 +315,10 @@ class DPLinearModel(BaseEstimator):
                 **{k: v * (1.0 - y_share) for k, v in spend.items()},
             )
             records += x_scaling.records
+        if self._unit_rows:
+            # Rows of l2 norm about 1 (the unit of the family's public row bound):
+            # each standardised column further divided by sqrt(d).
+            x_scaling = x_scaling.rescaled(math.sqrt(d))
         y_stats = None
         if regression:
             y_scaling = private_column_scaling(

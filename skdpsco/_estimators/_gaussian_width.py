@@ -234,6 +234,8 @@ class _GaussianWidthBase(DPLinearModel):
 
     #: scipy.sparse X works end to end (rows are only touched through LinearDesign).
     _accept_sparse = True
+    # feature_norm_bound = 1 is a bound on rows of norm about 1.
+    _unit_rows = True
 
     def _algorithm_requirements(self):
         return True, 2

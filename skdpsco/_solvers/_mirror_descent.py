@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..privacy._accounting import approx_dp_to_gdp
 from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import gaussian_noise, generalized_gaussian_noise
 from ..privacy._shuffling import shuffle_delta, shuffle_local_epsilon
@@ -397,7 +398,10 @@ def phased_dp_sgd(
     Talwar 2020, Phased SGD, without projection). ``k = ceil(log2 n)`` phases;
     phase ``i`` runs one pass of SGD over ``n_i = floor(2^-i n)`` fresh records with
     step ``eta_i = 4^-i eta`` from ``w_{i-1}``, averages its iterates and adds
-    ``N(0, sigma_i^2 I)``, ``sigma_i = 4 L eta_i sqrt(ln(1/delta)) / eps``.
+    ``N(0, sigma_i^2 I)``, ``sigma_i = 2 L eta_i / mu``, ``mu`` the exact
+    Gaussian-DP parameter of ``(epsilon, delta)`` (the paper's
+    ``4 L eta_i sqrt(ln(1/delta)) / eps`` is looser and spent about half the
+    budget).
 
     Sensitivity: for ``eta_i <= 2/beta`` a gradient step of a convex
     ``beta``-smooth loss is non-expansive, so replacing the one record of phase
@@ -449,9 +453,11 @@ def phased_dp_sgd(
         (norm_bound / L)
         * min(4.0 / math.sqrt(n), eps_t / math.sqrt(d * math.log(1.0 / delta))),
     )
-    ratio = (
-        0.0 if math.isinf(epsilon) else 2.0 * math.sqrt(math.log(1.0 / delta)) / eps_t
-    )
+    # Noise-to-sensitivity ratio 1 / mu with mu the exact Gaussian-DP parameter of
+    # (epsilon, delta) (Balle & Wang 2018, Thm 8): the whole budget is spent. The
+    # papers' 2 sqrt(ln(1/delta)) / epsilon is a looser calibration that spent
+    # epsilon 0.26 of 0.5 and 0.545 of 1.
+    ratio = 0.0 if math.isinf(epsilon) else 1.0 / approx_dp_to_gdp(epsilon, delta)
     scales = _clip_scales(design, q, feature_norm_bound)
     order = rng.permutation(n)  # utility only; privacy needs no shuffling here
     w = np.zeros(shape)

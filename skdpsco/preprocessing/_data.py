@@ -234,7 +234,8 @@ default=None
     >>> import numpy as np
     >>> from skdpsco.preprocessing import DPStandardScaler
     >>> rng = np.random.default_rng(0)
-    >>> X = np.column_stack([rng.normal(2005, 10, 10_000), rng.normal(3.0, 2.0, 10_000)])
+    >>> year, x = rng.normal(2005, 10, 10_000), rng.normal(3.0, 2.0, 10_000)
+    >>> X = np.column_stack([year, x])
     >>> scaler = DPStandardScaler(epsilon=1.0, random_state=0).fit(X)  # no bounds
     >>> np.round(scaler.mean_), np.round(scaler.scale_)
     (array([2005.,    3.]), array([10.,  2.]))

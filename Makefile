@@ -26,7 +26,8 @@ test-slow: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/showcase.py
 
-# diffprivlib (the bench extra) adds peer rows to the tables when it imports.
+# The bench extra: diffprivlib adds peer rows to the tables when it imports;
+# statsmodels ships half of benchmarks/real_data.py's datasets.
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[bench]"
 	$(BIN)/python benchmarks/run_all.py

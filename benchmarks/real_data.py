@@ -484,8 +484,8 @@ def main(argv=None):
         "Test accuracy (classification) or R^2 (regression), median over "
         f"{n_splits} splits (test_size = 0.3, seeds {seeds[0]}..{seeds[-1]}). "
         "eps=...: HeavyTailedDPLogistic() / HeavyTailedDPRidge() with default "
-        "parameters on the raw columns (no scaler and no bounds: the estimators scale privately); "
-        "sklearn: "
+        "parameters on the raw columns (no scaler and no bounds: the estimators "
+        "scale privately); sklearn: "
         "LogisticRegression(max_iter=5000) / Ridge(); trivial: "
         'DummyClassifier(strategy="prior") / DummyRegressor(). warned: the '
         "epsilons at which some split's fit gave a UserWarning mentioning "

@@ -196,7 +196,7 @@ def _window_tops(noisy, mech, extend=True):
     noisy sum clears its public threshold by the most, in units of the sum's noise.
     ``hi`` is the upper edge of the run, extended up over the adjacent bins that
     clear the single-bin threshold; with ``extend=False`` the upper edge of the
-    run's middle bin (the bulk's magnitude).
+    run's largest bin (the bulk's magnitude).
     """
     d = noisy.shape[0]
     body = noisy[:, 1:]  # bins 1..N_BINS-1: the nonzero magnitudes
@@ -221,7 +221,11 @@ def _window_tops(noisy, mech, extend=True):
     last = body.shape[1] - 1
     for j in np.flatnonzero(found):
         if not extend:
-            tops[j] = bin_upper_edge(int(anchor[j]) + 1)
+            # The bulk's magnitude: the largest noisy bin of the run (the runs
+            # around a narrow bulk tie, so their centres do not say where it is).
+            low = max(int(anchor[j] - reach[j]), 0)
+            mode = low + int(np.argmax(body[j, low : int(anchor[j] + reach[j]) + 1]))
+            tops[j] = bin_upper_edge(mode + 1)
             continue
         top = min(int(anchor[j] + reach[j]), last)
         floor = max(_RELATIVE_THRESHOLD * best_sum[j], 0.0)
@@ -268,12 +272,15 @@ class ColumnScaling:
         default centre 0 and scale 1 and are left out of the fit (:attr:`weight`).
     records : list of MechanismRecord
         What the release cost.
+    row_nnz : int or None
+        Released typical number of non-zeros per row (shared row scaling only).
     """
 
     center: np.ndarray
     scale: np.ndarray
     located: np.ndarray
     records: list = field(default_factory=list)
+    row_nnz: int | None = None
 
     @property
     def weight(self):
@@ -285,7 +292,7 @@ class ColumnScaling:
     def rescaled(self, factor):
         """The same centres with every scale multiplied by ``factor`` (public)."""
         return ColumnScaling(
-            self.center, self.scale * factor, self.located, self.records
+            self.center, self.scale * factor, self.located, self.records, self.row_nnz
         )
 
     def transform(self, X):
@@ -589,18 +596,41 @@ def _clipped_moments(X, mid, half):
 def _shared_scaling(X, budget, share, rng, name, unit_rows):
     """One scale for all columns from the magnitude ``r`` of the rows' l2 norms:
     ``r`` (rows of norm about 1, as the sparse-gradient estimators expect) or
-    ``r / sqrt(d)`` (entries of size about 1, as standardised columns have)."""
+    ``r / sqrt(d)`` (entries of size about 1, as standardised columns have).
+
+    With ``unit_rows`` half of the share also releases the magnitude of the rows'
+    numbers of non-zeros (``row_nnz``, just below a power of two at least the
+    typical count): one number per record, one count moves, l2-sensitivity
+    ``sqrt(2)``.
+    """
     d = X.shape[1]
+    records = []
+    row_nnz = None
+    if unit_rows:
+        share = share / 2.0
+        nnz_mech = budget.mechanism(1, _COUNT_MOVE, share, f"{name} row-nnz histogram")
+        counts = (
+            np.diff(sp.csr_matrix(X).indptr)
+            if sp.issparse(X)
+            else np.count_nonzero(X, axis=1)
+        ).astype(float)
+        noisy = nnz_mech.release(magnitude_histogram(counts[:, None]), rng)
+        records.append(nnz_mech.record())
+        top = _window_tops(noisy, nnz_mech, extend=False)[0]
+        if np.isfinite(top):
+            # Counts in [2^(e-1), 2^e) hold at most 2^e - 1 non-zeros.
+            row_nnz = int(min(max(top - 1.0, 1.0), d))
     # One count down, one up: l2-sensitivity sqrt(2), l1 2.
     mech = budget.mechanism(1, _COUNT_MOVE, share, f"{name} row-norm histogram")
     noisy = mech.release(magnitude_histogram(_row_norms(X)[:, None]), rng)
+    records.append(mech.record())
     top = _window_tops(noisy, mech, extend=False)[0]
     found = bool(np.isfinite(top))
     # The upper edge of the bulk's magnitude bin: a typical row has norm below it.
     scale = (float(top) if unit_rows else float(top) / math.sqrt(d)) if found else 1.0
     scale = max(scale, _MIN_SCALE)
     return ColumnScaling(
-        np.zeros(d), np.full(d, scale), np.full(d, found), [mech.record()]
+        np.zeros(d), np.full(d, scale), np.full(d, found), records, row_nnz
     )
 
 

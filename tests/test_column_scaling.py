@@ -421,3 +421,19 @@ def test_a_generator_random_state_is_not_advanced_by_fit():
     state = r.get_state()[1].copy()
     HeavyTailedDPRidge(random_state=r).fit(X, y)
     np.testing.assert_array_equal(r.get_state()[1], state)
+
+
+def test_sparse_gradient_sparsity_default_is_released_privately():
+    from skdpsco.datasets import make_one_hot_classification
+
+    X, y, _ = make_one_hot_classification(20_000, 8, 50, random_state=0)
+    est = skdpsco.SparseGradientDPClassifier(random_state=0).fit(X, y)
+    # Every row has 8 non-zeros: the release is the top of their magnitude bin.
+    assert est.sparsity_ == 15
+    names = [r.name for r in est.privacy_spent_.mechanisms]
+    assert any("row-nnz" in name for name in names)
+    assert est.privacy_spent_.epsilon <= 1.0
+    # Declared sparsity is used as given; scaling="none" keeps n_features.
+    assert skdpsco.SparseGradientDPClassifier(sparsity=8).fit(X, y).sparsity_ == 8
+    none = skdpsco.SparseGradientDPClassifier(scaling="none").fit(X, y)
+    assert none.sparsity_ is None

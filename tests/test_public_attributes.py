@@ -22,6 +22,7 @@ RELEASED = {
     "feature_located_",
     "target_center_",
     "target_scale_",
+    "sparsity_",
 }
 
 _MAY_IGNORE_THE_CANARY = {

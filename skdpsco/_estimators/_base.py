@@ -193,6 +193,8 @@ class DPLinearModel(BaseEstimator):
         X_fit, target_fit, budget_fit, scaling, records = self._scale(
             X, target, budget, rng
         )
+        # A released row statistic the algorithm may use as a public bound.
+        self._released_row_nnz = None if scaling is None else scaling[0].row_nnz
         try:
             result = self._run_algorithm(X_fit, target_fit, n_outputs, budget_fit, rng)
         except PrivacyBudgetError as exc:

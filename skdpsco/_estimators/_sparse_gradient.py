@@ -287,10 +287,17 @@ class _SparseGradientBase(DPLinearModel):
             return "gdp-epsilon"
         return None
 
+    def _effective_sparsity(self):
+        """The declared ``sparsity``, else the privately released typical number of
+        non-zeros per row (``scaling="private"`` on sparse input), else None."""
+        if self.sparsity is not None:
+            return self.sparsity
+        return getattr(self, "sparsity_", None)
+
     def _enforce(self, X):
         return enforce_row_bounds(
             X,
-            sparsity=self.sparsity,
+            sparsity=self._effective_sparsity(),
             row_norm_bound=self.row_norm_bound,
             method=self.sparsity_enforcement,
         )
@@ -312,7 +319,8 @@ class _SparseGradientBase(DPLinearModel):
         # The enforced rows satisfy ||x|| <= C_x (1 + slack) (see enforce_row_bounds).
         c_x = self.row_norm_bound * (1.0 + ROW_BOUND_SLACK)
         row_bound = math.hypot(c_x, float(self.fit_intercept))
-        s_x = n_features if self.sparsity is None else self.sparsity
+        sparsity = self._effective_sparsity()
+        s_x = n_features if sparsity is None else sparsity
         sparsity = (s_x + int(self.fit_intercept)) * n_outputs
         lipschitz, smoothness = self._lipschitz_smoothness(loss, row_bound)
         return _Problem(
@@ -329,6 +337,11 @@ class _SparseGradientBase(DPLinearModel):
         )
 
     def _run_algorithm(self, X, target, n_outputs, budget, rng):
+        # The sparsity the fit (and predict) use: declared, or released by the
+        # private scaling (public from then on), or None (n_features).
+        self.sparsity_ = (
+            self.sparsity if self.sparsity is not None else self._released_row_nnz
+        )
         self._check_public(X.shape[1], budget)
         problem = self._problem(X, target, n_outputs)
         l2_penalty = self._l2_penalty(problem, budget)
@@ -445,9 +458,12 @@ default="output_perturbation"
     sparsity : int or None, default=None
         Declared number ``s`` of non-zero features per row, e.g. the number of
         fields of a one-hot encoding. Rows denser than this are mapped into the
-        bound by ``sparsity_enforcement``; it is never read from the data. None
-        means ``n_features``: always valid, but the automatic penalty then assumes
-        dense gradients. Set it.
+        bound by ``sparsity_enforcement``. None: with ``scaling="private"`` on
+        sparse input, a private estimate of the typical number of non-zeros per
+        row (just below a power of two above it, released from the scaling's
+        budget and stored in ``sparsity_``); otherwise ``n_features``, always
+        valid, but the automatic penalty then assumes dense gradients. A declared
+        value is never read from the data.
     sparsity_enforcement : {"clip_l1", "truncate"}, default="clip_l1"
         The per-row map applied in ``fit`` *and* ``predict`` (card §7.3):
         ``"clip_l1"`` scales a row by ``min(1, C_x / ||x||_2, C_x sqrt(s) /
@@ -500,6 +516,9 @@ _SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(
 
 
 _SHARED_ATTRS_DOC = """
+    sparsity_ : int or None
+        The sparsity the fit and ``predict`` use: ``sparsity``, or the privately
+        released typical number of non-zeros per row, or None (``n_features``).
     alpha_ : float
         The penalty ``lambda`` of the mean-scaled objective actually used (public:
         computed from the parameters, ``n`` and ``n_features`` only).

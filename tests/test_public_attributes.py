@@ -88,7 +88,7 @@ def test_scaled_fit_state_is_data_independent(name):
     b = Est(random_state=0).fit(*D2)
     fitted = {k for k in vars(a) if k.endswith("_") and not k.startswith("_")}
     assert fitted == {k for k in vars(b) if k.endswith("_") and not k.startswith("_")}
-    assert RELEASED - {"target_center_", "target_scale_"} <= fitted
+    assert RELEASED - {"target_center_", "target_scale_", "sparsity_"} <= fitted
     for key in sorted(fitted - RELEASED):
         va, vb = getattr(a, key), getattr(b, key)
         if isinstance(va, np.ndarray):

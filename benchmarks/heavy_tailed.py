@@ -19,14 +19,12 @@ is missing or fails to import or fit, the rows say why instead.
 """
 
 import argparse
-import importlib.metadata
-import re
 import time
 import tracemalloc
 import warnings
 
 import numpy as np
-import sklearn
+from _peers import diffprivlib_failure, load_diffprivlib
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import log_loss
 
@@ -52,38 +50,6 @@ DIFFPRIVLIB_NOTE = (
     "data bounds are declared constants (features in [-3, 3], row norm sqrt(d), "
     "target in [-3, 3]); data exceeding them is clipped by diffprivlib."
 )
-
-
-def _short_error(exc):
-    """First line of an exception, without the file path ImportError appends."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    text = re.sub(r" \([^()]*[/\\][^()]*\)$", "", text)
-    return f"{type(exc).__name__}: {text}"[:160]
-
-
-def diffprivlib_failure(exc):
-    """Row text for a diffprivlib that is installed but fails here."""
-    try:
-        version = importlib.metadata.version("diffprivlib")
-    except importlib.metadata.PackageNotFoundError:
-        version = "?"
-    return (
-        f"diffprivlib {version} fails with scikit-learn {sklearn.__version__}: "
-        f"{_short_error(exc)}"
-    )
-
-
-def load_diffprivlib():
-    """``((LogisticRegression, LinearRegression), None)`` or ``(None, why)``."""
-    try:
-        from diffprivlib.models import LinearRegression, LogisticRegression
-    except ModuleNotFoundError as exc:
-        if (exc.name or "diffprivlib").split(".")[0] == "diffprivlib":
-            return None, "not installed (pip install diffprivlib)"
-        return None, diffprivlib_failure(exc)
-    except Exception as exc:  # e.g. scikit-learn internals it imports were removed
-        return None, diffprivlib_failure(exc)
-    return (LogisticRegression, LinearRegression), None
 
 
 def make_diffprivlib(kind, n_features, epsilon, random_state):

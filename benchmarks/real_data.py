@@ -53,7 +53,6 @@ dataset, which is treated as public metadata. Rows with a NaN are dropped.
 
 import argparse
 import datetime
-import importlib.metadata
 import platform
 import re
 import sys
@@ -65,6 +64,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import sklearn
+from _peers import diffprivlib_failure, load_diffprivlib
 from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.model_selection import train_test_split
@@ -199,38 +199,6 @@ DATASETS = _datasets()
 
 
 # ---------------------------------------------------------------- diffprivlib
-
-
-def _short_error(exc):
-    """First line of an exception, without the file path ImportError appends."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    text = re.sub(r" \([^()]*[/\\][^()]*\)$", "", text)
-    return f"{type(exc).__name__}: {text}"[:160]
-
-
-def diffprivlib_failure(exc):
-    """Cell text for a diffprivlib that is installed but fails here."""
-    try:
-        version = importlib.metadata.version("diffprivlib")
-    except importlib.metadata.PackageNotFoundError:
-        version = "?"
-    return (
-        f"diffprivlib {version} fails with scikit-learn {sklearn.__version__}: "
-        f"{_short_error(exc)}"
-    )
-
-
-def load_diffprivlib():
-    """``((LogisticRegression, LinearRegression), None)`` or ``(None, why)``."""
-    try:
-        from diffprivlib.models import LinearRegression, LogisticRegression
-    except ModuleNotFoundError as exc:
-        if (exc.name or "diffprivlib").split(".")[0] == "diffprivlib":
-            return None, "not installed (pip install diffprivlib)"
-        return None, diffprivlib_failure(exc)
-    except Exception as exc:  # e.g. scikit-learn internals it imports were removed
-        return None, diffprivlib_failure(exc)
-    return (LogisticRegression, LinearRegression), None
 
 
 def diffprivlib_scores(task, X, y, splits, epsilon):

@@ -21,7 +21,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = sorted(
-    p.stem for p in HERE.glob("*.py") if p.stem not in {"run_all", "__init__"}
+    p.stem
+    for p in HERE.glob("*.py")
+    if p.stem != "run_all" and not p.stem.startswith("_")
 )
 
 

@@ -54,6 +54,20 @@ def _neighbours(classifier, n=120):
     return (X, y), (X2, y2)
 
 
+def _assert_same_unreleased_state(a, b):
+    """The fitted attributes of ``a`` and ``b`` are the same names, and equal
+    outside the released values; returns the names."""
+    fitted = {k for k in vars(a) if k.endswith("_") and not k.startswith("_")}
+    assert fitted == {k for k in vars(b) if k.endswith("_") and not k.startswith("_")}
+    for key in sorted(fitted - RELEASED):
+        va, vb = getattr(a, key), getattr(b, key)
+        if isinstance(va, np.ndarray):
+            np.testing.assert_array_equal(va, vb, err_msg=key)
+        else:
+            assert va == vb, key
+    return fitted
+
+
 @pytest.mark.parametrize(("Est", "algorithm"), list(_cases()))
 def test_fitted_state_is_data_independent(Est, algorithm):
     params = dict(CONFIG.get(algorithm, {}))
@@ -62,15 +76,8 @@ def test_fitted_state_is_data_independent(Est, algorithm):
     # is covered by test_scaled_fit_state_is_data_independent.
     a = Est(algorithm=algorithm, random_state=0, scaling="none", **params).fit(*D)
     b = Est(algorithm=algorithm, random_state=0, scaling="none", **params).fit(*D2)
-    fitted = {k for k in vars(a) if k.endswith("_") and not k.startswith("_")}
-    assert fitted == {k for k in vars(b) if k.endswith("_") and not k.startswith("_")}
+    fitted = _assert_same_unreleased_state(a, b)
     assert {"coef_", "intercept_"} <= fitted and "privacy_spent_" in fitted
-    for key in sorted(fitted - RELEASED):
-        va, vb = getattr(a, key), getattr(b, key)
-        if isinstance(va, np.ndarray):
-            np.testing.assert_array_equal(va, vb, err_msg=key)
-        else:
-            assert va == vb, key
     # A trimmed mean, or the most central subset solution, may ignore the canary; a
     # subsampled SGD may never sample it; the exponential mechanism over a finite net
     # may draw the same point with the same seed.
@@ -86,13 +93,6 @@ def test_scaled_fit_state_is_data_independent(name):
     D, D2 = _neighbours(is_classifier(Est()), 3000)
     a = Est(random_state=0).fit(*D)
     b = Est(random_state=0).fit(*D2)
-    fitted = {k for k in vars(a) if k.endswith("_") and not k.startswith("_")}
-    assert fitted == {k for k in vars(b) if k.endswith("_") and not k.startswith("_")}
+    fitted = _assert_same_unreleased_state(a, b)
     assert RELEASED - {"target_center_", "target_scale_", "sparsity_"} <= fitted
-    for key in sorted(fitted - RELEASED):
-        va, vb = getattr(a, key), getattr(b, key)
-        if isinstance(va, np.ndarray):
-            np.testing.assert_array_equal(va, vb, err_msg=key)
-        else:
-            assert va == vb, key
     assert a.feature_located_.all()

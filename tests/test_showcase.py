@@ -17,6 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _load(relpath, name):
+    # A benchmark script imports its sibling modules, as when run from its folder.
+    folder = str((ROOT / relpath).parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(name, ROOT / relpath)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

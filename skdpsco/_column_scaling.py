@@ -575,7 +575,8 @@ def _clipped_moments(X, mid, half):
         X = sp.csc_matrix(X, copy=True)
         X.sum_duplicates()
         cols = np.repeat(np.arange(d), np.diff(X.indptr))
-        Z = np.clip(X.data / half[cols], -1.0, 1.0)
+        with np.errstate(over="ignore"):
+            Z = np.clip(X.data / half[cols], -1.0, 1.0)
         m = np.bincount(cols, weights=Z, minlength=d) / n
         s = np.bincount(cols, weights=Z * Z, minlength=d) / n
         return m, s
@@ -609,11 +610,16 @@ def _shared_scaling(X, budget, share, rng, name, unit_rows):
     if unit_rows:
         share = share / 2.0
         nnz_mech = budget.mechanism(1, _COUNT_MOVE, share, f"{name} row-nnz histogram")
-        counts = (
-            np.diff(sp.csr_matrix(X).indptr)
-            if sp.issparse(X)
-            else np.count_nonzero(X, axis=1)
-        ).astype(float)
+        if sp.issparse(X):
+            X_csr = sp.csr_matrix(X, copy=True)
+            X_csr.sum_duplicates()
+            rows = np.repeat(np.arange(X_csr.shape[0]), np.diff(X_csr.indptr))
+            # Non-zeros of the matrix's values, not stored entries.
+            counts = np.bincount(
+                rows[X_csr.data != 0], minlength=X_csr.shape[0]
+            ).astype(float)
+        else:
+            counts = np.count_nonzero(X, axis=1).astype(float)
         noisy = nnz_mech.release(magnitude_histogram(counts[:, None]), rng)
         records.append(nnz_mech.record())
         top = _window_tops(noisy, nnz_mech, extend=False)[0]

@@ -486,7 +486,8 @@ default=None
         Source of the privacy noise (and of the secret shuffle). ``None`` (the
         default, and the right choice in production) draws fresh entropy; an int
         makes fits reproducible, which is for tests only: anyone who knows the
-        seed can subtract the noise."""
+        seed can subtract the noise. A ``Generator`` or ``RandomState`` is copied,
+        never advanced: like an int, it gives every fit the same noise."""
 
 _SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.format(algorithm=_ALGORITHM_DOC)
 

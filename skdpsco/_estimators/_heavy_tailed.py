@@ -540,7 +540,9 @@ _SHARED_PARAMS_DOC = """
 default=None
         Source of the privacy noise. ``None`` (the default, and the right choice in
         production) draws fresh entropy; an int makes fits reproducible, which is
-        for tests only: anyone who knows the seed can subtract the noise."""
+        for tests only: anyone who knows the seed can subtract the noise. A
+        ``Generator`` or ``RandomState`` is copied, never advanced: like an int, it
+        gives every fit the same noise."""
 _SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(
     "\n    random_state :", SCALING_PARAM_DOC.rstrip() + "\n    random_state :", 1
 )

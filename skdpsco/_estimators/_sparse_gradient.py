@@ -507,7 +507,9 @@ default="output_perturbation"
 default=None
         Source of the privacy noise. None (the default, and the right choice in
         production) draws fresh entropy; an int makes fits reproducible, for tests
-        only: anyone who knows the seed can subtract the noise. NumPy's generators
+        only: anyone who knows the seed can subtract the noise (a ``Generator`` or
+        ``RandomState`` is copied, never advanced: like an int, it gives every fit
+        the same noise). NumPy's generators
         are not cryptographically secure, and floating-point Laplace sampling has
         known weaknesses (Mironov 2012)."""
 _SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(

@@ -180,7 +180,9 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         privacy.
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
-        Source of the privacy noise; ``None`` (production) draws fresh entropy.
+        Source of the privacy noise; ``None`` (production) draws fresh entropy. An
+        int, ``Generator`` or ``RandomState`` (copied, never advanced) gives every
+        fit the same noise: for tests only.
 
     Attributes
     ----------
@@ -356,6 +358,8 @@ default=None
         self.mean_ = mean
         self.var_ = var
         self.scale_ = None if var is None else np.sqrt(var)
+        if var is not None and method == "free":
+            self.scale_ = self.__dict__.pop("_free_scale")
         self.n_samples_seen_ = int(n)
         self.privacy_spent_ = spent
         return self
@@ -377,9 +381,14 @@ default=None
                 stacklevel=3,
             )
         mean = result.center if self.with_mean else np.zeros(result.center.size)
-        var = result.scale**2 if self.with_std else None
-        floor = np.zeros(result.scale.size) if var is not None else None
-        return mean, var, records, floor
+        if not self.with_std:
+            return mean, None, records, None
+        # scale_ is the released scale itself (its square may pass the float range:
+        # var_ is then the largest float).
+        self._free_scale = result.scale
+        with np.errstate(over="ignore"):
+            var = np.minimum(result.scale**2, np.finfo(np.float64).max)
+        return mean, var, records, np.zeros(result.scale.size)
 
     def _fit_clipped(self, X, lower, upper, rho_mean, rho_second, rng):
         n = X.shape[0]

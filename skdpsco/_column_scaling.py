@@ -5,39 +5,41 @@ come in their natural units (a year near 2005, an income near 4e4, a target near
 150) and no bound is declared by the user or read from the data.
 
 The release, for the columns of ``X`` (and, separately, the target of a
-regressor), in accounted mechanisms (Gaussian; Laplace for pure DP):
+regressor), in accounted mechanisms (Gaussian; Laplace for pure DP), each a
+histogram or a clipped mean whose every column moves by one count down and one up
+(l2-sensitivity ``sqrt(2)`` per column, ``sqrt(2 d)`` jointly, l1 ``2 d``) or by
+``2 / n`` and ``1 / n`` under replace-one (``n`` public):
 
-1. **Magnitude histogram** of every column over a public grid that spans the whole
-   float64 range: bin 0 holds the zeros, bin ``k`` the values with ``|x|`` in
-   ``[2^(e-1), 2^e)``, ``e = k - 1074`` the ``frexp`` exponent (exact for
-   subnormals and for values near ``1.8e308``): 2099 bins. Replacing one record
-   moves one count down and one up in each column, so the histogram of ``d``
-   columns has l2-sensitivity ``sqrt(2 d)`` and l1-sensitivity ``2 d``
-   (replace-one, ``n`` public; the coarse range of Karwa & Vadhan 2018 over a
-   geometric grid). Post-processing: the three adjacent bins with the largest
-   noisy sum that clears a public threshold (3.5 noise standard deviations of the
+1. **Magnitude histogram** over a public grid that spans the whole float64 range:
+   bin 0 holds the zeros, bin ``k`` the values with ``|x|`` in ``[2^(e-1), 2^e)``,
+   ``e = k - 1074`` the ``frexp`` exponent (exact for subnormals and for values near
+   ``1.8e308``): 2,099 bins (the coarse range of Karwa & Vadhan 2018 over a
+   geometric grid). Post-processing: the run of 3 or 7 adjacent bins whose noisy
+   sum clears a public threshold by the most (4 noise standard deviations of the
    sum inside the usual magnitudes ``2^-30`` to ``2^50``, 6 outside; Laplace
-   thresholds at the same tail probabilities) locate the bulk; the window is
-   ``[-hi, hi]``, ``hi`` the upper edge of those bins, extended up over the
+   thresholds at the same tail probabilities) locates the bulk; the window is
+   ``[-hi, hi]``, ``hi`` 1.25 times the upper edge of the run, extended up over the
    adjacent bins that clear the threshold on their own. A record far out
    (``1e300``) changes its own count only.
-2. **Clipped moments** (two passes when centring, CoinPress-style): the mean and
-   the second moment of ``clip((x - c) / h, -1, 1)`` in the window ``[c - h,
-   c + h]``, with l2-sensitivities ``2 sqrt(d) / n`` and ``sqrt(d) / n`` (each
-   clipped value lies in ``[-1, 1]``; the window is a released value, so this is
-   adaptive composition, accounted by the ledger). Pass 1 uses the histogram's
-   window; pass 2 the window ``centre +- 4 scale`` of pass 1 (within pass 1's). The
+2. **Pair differences and zoom** (centring, where ``n`` allows it: a public rule of
+   ``n``, ``d`` and the budget): the magnitude histogram of ``x_a - x_b`` over a
+   public random pairing of the records gives the spread whatever the location;
+   three linear histograms of 4,096 bins over the current window each narrow it
+   around the bulk, so a column at ``1e6`` with spread ``1e-4`` is found like one
+   at 0 with spread 1.
+3. **Clipped moments**: the mean and the second moment of
+   ``clip((x - c) / h, -1, 1)`` in the final window ``[c - h, c + h]`` (the window
+   is a released value: adaptive composition, accounted by the ledger). The
    centre is ``c + h * mean``, the scale ``h * sqrt(variance)`` with the variance
-   floored at the noise standard deviation of its second moment (public) and at
-   ``2^-20``.
+   floored at the noise standard deviation of its second moment (public).
 
-A column whose histogram clears no threshold (too few records for this budget, or
-all zeros) gets the public default: centre 0, scale 1. Everything after the noisy
+A column whose bulk is not found (too few records for this budget, or all zeros)
+falls back on one shared scale, the magnitude of the rows' l2 norms (one
+histogram), or on the public default centre 0, scale 1. Everything after the noisy
 releases is post-processing. Without centring (``fit_intercept=False``, sparse
-input) one pass releases the second moment about 0 only, and sparse input keeps its
+input) one release gives the second moment about 0, and sparse input keeps its
 sparsity. With more than :data:`MAX_PER_COLUMN` columns (or when asked), one scale
-is shared by all columns: the magnitude of the rows' l2 norms (one histogram,
-l2-sensitivity ``sqrt(2)``), with no centring.
+is shared by all columns, with no centring.
 
 The derivations are collected in the documentation's privacy page.
 

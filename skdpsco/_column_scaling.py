@@ -81,8 +81,8 @@ _EXP_MIN, _EXP_MAX = -1073, 1024
 _EXP_OFFSET = _EXP_MIN - 1
 N_BINS = _EXP_MAX - _EXP_MIN + 2
 #: Detection thresholds, in noise standard deviations of the tested sum: inside the
-#: usual magnitudes (2^-30 to 2^50, ~80 sums: a pure-noise sum clears 3.5 sigma
-#: with probability 2.3e-4 each) ...
+#: usual magnitudes (2^-30 to 2^50, ~80 sums: a pure-noise sum clears 4 sigma
+#: with probability 3.2e-5 each) ...
 _THRESHOLD_SIGMAS = 4.0
 _USUAL_EXPONENTS = (-30, 50)
 #: ... and outside them (~2000 sums: the largest pure-noise one clears 6 sigma with
@@ -177,7 +177,7 @@ def _thresholds(mech, width):
         # Laplace(b) bins; a sum's tail is bounded by the union of its bins' tails
         # (P[Lap > t] = exp(-t / b) / 2) at the Gaussian thresholds' probabilities.
         b = mech.scale
-        near = width * b * math.log(width / (2.0 * 2.3e-4))
+        near = width * b * math.log(width / (2.0 * 3.2e-5))
         far = width * b * math.log(width / (2.0 * 1e-9))
     return np.maximum(np.where(usual, near, far), 0.5)
 

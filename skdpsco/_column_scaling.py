@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from ._solvers._design import row_l2_norms
 from .privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 
 __all__ = [
@@ -238,26 +239,12 @@ def _window_tops(noisy, mech, extend=True):
 
 
 def _row_norms(X):
-    """l2 norms of the rows, computed without overflow, underflow or a warning for
-    any finite input: each row is divided by its largest absolute entry first (no
-    entry exceeds it), and a norm past the float range is the largest float."""
+    """l2 norms of the rows of ``X`` (duplicate sparse entries summed), finite: a
+    norm past the float range is the largest float."""
     if sp.issparse(X):
         X = sp.csr_matrix(X, copy=True)
         X.sum_duplicates()
-        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-        top = np.zeros(X.shape[0])
-        np.maximum.at(top, rows, np.abs(X.data))
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            unit = np.nan_to_num(X.data / top[rows], nan=0.0, posinf=1.0, neginf=-1.0)
-            sums = np.bincount(rows, weights=unit * unit, minlength=X.shape[0])
-            norms = top * np.sqrt(sums)
-    else:
-        top = np.max(np.abs(X), axis=1)
-        safe = np.where(top > 0, top, 1.0)
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            unit = np.nan_to_num(X / safe[:, None], nan=0.0, posinf=1.0, neginf=-1.0)
-            norms = top * np.linalg.norm(unit, axis=1)
-    return np.clip(np.nan_to_num(norms, nan=_FMAX, posinf=_FMAX), 0.0, _FMAX)
+    return np.minimum(row_l2_norms(X), _FMAX)
 
 
 @dataclass(frozen=True)
@@ -553,7 +540,7 @@ def _moments_release(X, mid, half, budget, share, center, rng, name):
     ``2 d / n`` and ``d / n``.
     """
     n, d = X.shape
-    m, s = _clipped_moments(X, mid, half)
+    m, s = window_moments(X, mid, half)
     records = []
     if center:
         mean_mech = budget.mechanism(d, (2.0 / n, 2.0 / n), share, f"{name} mean")
@@ -569,8 +556,13 @@ def _moments_release(X, mid, half, budget, share, center, rng, name):
     return m, s, records
 
 
-def _clipped_moments(X, mid, half):
-    """Mean and second moment of ``clip((x - mid) / half, -1, 1)`` per column."""
+def window_moments(X, mid, half):
+    """Mean and second moment of ``clip((x - mid) / half, -1, 1)`` per column.
+
+    Every clipped value lies in ``[-1, 1]`` whatever ``x``: replacing one record
+    moves a column's mean by at most ``2 / n`` and its second moment by ``1 / n``.
+    Dense ``X`` in row chunks; sparse ``X`` (``mid = 0``) without densifying.
+    """
     n, d = X.shape
     if sp.issparse(X):
         # mid = 0: implicit zeros contribute 0 to both moments.

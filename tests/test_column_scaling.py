@@ -15,13 +15,13 @@ import skdpsco
 from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
 from skdpsco._column_scaling import (
     N_BINS,
-    _clipped_moments,
     magnitude_bins,
     magnitude_histogram,
     private_column_scaling,
     scaling_is_underpowered,
     scaling_share,
     unscale_coef,
+    window_moments,
 )
 from skdpsco.privacy import gaussian_rho_budget
 from skdpsco.privacy._params import _non_private_testing_mode
@@ -96,19 +96,19 @@ def test_sparse_histogram_counts_summed_duplicates_and_implicit_zeros():
     assert counts[:, 0].tolist() == [2, 2]
 
 
-def test_clipped_moments_move_by_at_most_two_and_one_over_n():
+def testwindow_moments_move_by_at_most_two_and_one_over_n():
     rng = np.random.default_rng(1)
     mid, half = np.array([0.0, 5.0, -2.0]), np.array([1.0, 1e3, 1e-3])
     for X, X2 in _replace_one_pairs(rng):
         n = X.shape[0]
-        m1, s1 = _clipped_moments(X, mid, half)
-        m2, s2 = _clipped_moments(X2, mid, half)
+        m1, s1 = window_moments(X, mid, half)
+        m2, s2 = window_moments(X2, mid, half)
         assert np.all(np.abs(m1 - m2) <= 2.0 / n + 1e-15)
         assert np.all(np.abs(s1 - s2) <= 1.0 / n + 1e-15)
     # Windows at the edge of the float range do not overflow.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        m, s = _clipped_moments(
+        m, s = window_moments(
             np.array([[HUGE], [-HUGE]]), np.array([0.0]), np.array([HUGE])
         )
     assert np.all(np.isfinite(m)) and np.all(np.isfinite(s))
@@ -523,3 +523,24 @@ def test_released_sparsity_counts_non_zeros_not_stored_entries():
     a = skdpsco.SparseGradientDPRegressor(random_state=0).fit(X, y).sparsity_
     b = skdpsco.SparseGradientDPRegressor(random_state=0).fit(padded, y).sparsity_
     assert a == b
+
+
+def test_design_row_norms_of_subnormal_sparse_rows_raise_no_warning():
+    # LinearDesign formed 1 / max|x_i| per row: it overflows (a warning on one
+    # neighbour only) for a row whose largest entry is subnormal. It now shares
+    # the scaling's overflow-free row norms.
+    from skdpsco._solvers._design import LinearDesign, row_l2_norms
+
+    X = sp.csr_matrix(np.array([[TINY, 0.0, TINY], [1.0, 2.0, 2.0], [HUGE, HUGE, 0]]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        norms = LinearDesign(X, fit_intercept=False).row_norms()
+        dense = row_l2_norms(X.toarray())
+    assert norms[0] > 0 and norms[1] == pytest.approx(3.0) and np.isinf(norms[2])
+    np.testing.assert_allclose(norms, dense)
+    y = np.random.default_rng(17).random(300)
+    Xs = sp.random(300, 3, density=0.5, format="csr", random_state=4)
+    Xs[0, 0], Xs[0, 1] = TINY, TINY
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        skdpsco.SparseGradientDPRegressor(scaling="none", random_state=0).fit(Xs, y)

@@ -15,7 +15,35 @@ scipy.sparse row blocks; a dask-backed design would implement the same methods
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["LinearDesign"]
+__all__ = ["LinearDesign", "row_l2_norms"]
+
+
+def row_l2_norms(X):
+    """l2 norms of the rows of a dense or scipy.sparse block.
+
+    Each row is divided by its largest absolute entry first (no entry exceeds it,
+    so nothing overflows or underflows, and no ``1 / max`` is formed: it overflows
+    for a subnormal maximum); a norm beyond the float range is ``inf``. No
+    floating-point warning is raised for any finite input (a warning raised by one
+    record only would tell neighbouring datasets apart).
+    """
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        top = np.zeros(X.shape[0])
+        np.maximum.at(top, rows, np.abs(X.data))
+        safe = np.where(top > 0, top, 1.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            unit = np.nan_to_num(X.data / safe[rows], nan=0.0)
+        sq = np.bincount(rows, weights=unit * unit, minlength=X.shape[0])
+    else:
+        top = np.max(np.abs(X), axis=1) if X.shape[1] else np.zeros(X.shape[0])
+        safe = np.where(top > 0, top, 1.0)
+        unit = X / safe[:, None]
+        sq = np.einsum("ij,ij->i", unit, unit)
+    with np.errstate(over="ignore"):
+        return np.where(top > 0, safe * np.sqrt(sq), 0.0)
+
 
 #: Rows per chunk for the aggregates that need a temporary as large as the chunk.
 DEFAULT_CHUNK_ROWS = 65536
@@ -97,27 +125,9 @@ class LinearDesign:
         if self._row_norms is None:
             out = np.empty(self.n_samples)
             for rows in self._chunks():
-                block = self.X[rows]
-                if sp.issparse(block):
-                    block = sp.csr_matrix(block)
-                    scale = np.asarray(abs(block).max(axis=1).todense()).ravel()
-                    safe = np.where(scale > 0, scale, 1.0)
-                    scaled = sp.diags(1.0 / safe) @ block
-                    sq = np.asarray(scaled.multiply(scaled).sum(axis=1)).ravel()
-                else:
-                    scale = (
-                        np.max(np.abs(block), axis=1)
-                        if block.shape[1]
-                        else np.zeros(block.shape[0])
-                    )
-                    safe = np.where(scale > 0, scale, 1.0)
-                    scaled = block / safe[:, None]
-                    sq = np.einsum("ij,ij->i", scaled, scaled)
-                with np.errstate(over="ignore"):
-                    norms = safe * np.sqrt(sq)
-                    norms = np.where(scale > 0, norms, 0.0)
-                    if self.fit_intercept:
-                        norms = np.hypot(norms, 1.0)
+                norms = row_l2_norms(self.X[rows])
+                if self.fit_intercept:
+                    norms = np.hypot(norms, 1.0)
                 out[rows] = norms
             self._row_norms = out
         return self._row_norms

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 
-from .._column_scaling import private_column_scaling
+from .._column_scaling import private_column_scaling, window_moments
 from .._estimators._base import make_generator, refuse_fit_params, refuse_sparse
 from .._mean_estimation import AxisTruncatedMeanOracle
 from .._mean_estimation._truncated_mean import default_gradient_bound
@@ -70,7 +70,8 @@ def clipped_moments(X, lower, upper):
     replacing one record moves ``m_j`` by at most ``2 h_j / n`` and ``s_j`` (its
     summands in ``[0, h_j^2]``) by at most ``h_j^2 / n``. In units of each
     feature's half-width, ``m_j / h_j`` and ``s_j / h_j^2``, the l2-sensitivities
-    are ``2 sqrt(d) / n`` and ``sqrt(d) / n`` (``n`` public).
+    are ``2 sqrt(d) / n`` and ``sqrt(d) / n`` (``n`` public): the moments of
+    :func:`skdpsco._column_scaling.window_moments`, in the box's units.
 
     Parameters
     ----------
@@ -81,16 +82,9 @@ def clipped_moments(X, lower, upper):
     -------
     m, s : ndarray of shape (d,)
     """
-    centre = (lower + upper) / 2.0
-    n = X.shape[0]
-    m = np.zeros(X.shape[1])
-    s = np.zeros(X.shape[1])
-    step = max(1, 2**20 // max(X.shape[1], 1))
-    for start in range(0, n, step):  # row chunks: one temporary of bounded size
-        Z = np.clip(X[start : start + step], lower, upper) - centre
-        m += Z.sum(axis=0)
-        s += np.einsum("ij,ij->j", Z, Z)
-    return m / n, s / n
+    h = (upper - lower) / 2.0
+    m, s = window_moments(X, (lower + upper) / 2.0, h)
+    return m * h, s * h * h
 
 
 def _check_bounds(bounds, n_features):
@@ -394,18 +388,18 @@ default=None
         n = X.shape[0]
         h = (upper - lower) / 2.0
         centre = (lower + upper) / 2.0
-        m, s = clipped_moments(X, lower, upper)
         # The moments are released in units of each feature's public half-width,
         # m_j / h_j and s_j / h_j^2, so that every feature gets the same noise
         # relative to its box and the release is equivariant to a change of units
         # of one feature (noise calibrated to ||h|| in absolute units would let
-        # one wide box drown every narrow feature). clipped_moments: replace-one
+        # one wide box drown every narrow feature). window_moments: replace-one
         # moves m_j / h_j by <= 2 / n per feature, l2-sensitivity 2 sqrt(d) / n.
+        m, s = window_moments(X, centre, h)
         d = h.shape[0]
         mean_mech = GaussianMechanism.from_zcdp(
             2.0 * np.sqrt(d) / n, rho_mean, name="scaler clipped mean"
         )
-        m_noisy = h * mean_mech.release(m / h, rng)
+        m_noisy = h * mean_mech.release(m, rng)
         records = [mean_mech.record()]
         # Clipping the released mean into the box is post-processing.
         mean = np.clip(centre + m_noisy, lower, upper)
@@ -416,7 +410,7 @@ default=None
         second_mech = GaussianMechanism.from_zcdp(
             np.sqrt(d) / n, rho_second, name="scaler clipped second moment"
         )
-        s_noisy = h * h * second_mech.release(s / (h * h), rng)
+        s_noisy = h * h * second_mech.release(s, rng)
         records.append(second_mech.record())
         # Var of the clipped data = s - m^2 (about the box centre), from the two
         # released values only; a variable in [-h, h] has variance <= h^2.

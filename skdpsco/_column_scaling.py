@@ -19,14 +19,20 @@ histogram or a clipped mean whose every column moves by one count down and one u
    sum inside the usual magnitudes ``2^-30`` to ``2^50``, 6 outside; Laplace
    thresholds at the same tail probabilities) locates the bulk; the window is
    ``[-hi, hi]``, ``hi`` 1.25 times the upper edge of the run, extended up over the
-   adjacent bins that clear the threshold on their own. A record far out
-   (``1e300``) changes its own count only.
+   adjacent bins that clear the threshold on their own. When centring, the
+   histogram is signed (negative values and the others in two halves, each value
+   still one count): a run of one sign, where the other sign is rare over its
+   magnitudes, gives the window ``[0, hi]`` (or ``[-hi, 0]``), half as wide, as
+   most raw columns (counts, amounts, ages) are one-signed; runs of the folded
+   histogram (both halves summed, twice the noise variance) compete for the
+   others. A record far out (``1e300``) changes its own count only.
 2. **Pair differences and zoom** (centring, where ``n`` allows it: a public rule of
    ``n``, ``d`` and the budget): the magnitude histogram of ``x_a - x_b`` over a
    public random pairing of the records gives the spread whatever the location;
    three linear histograms of 4,096 bins over the current window each narrow it
    around the bulk, so a column at ``1e6`` with spread ``1e-4`` is found like one
-   at 0 with spread 1.
+   at 0 with spread 1. A column whose spread is not found keeps its first window
+   (a zoom may have narrowed onto an atom, such as the zeros of a rare indicator).
 3. **Clipped moments**: the mean and the second moment of
    ``clip((x - c) / h, -1, 1)`` in the final window ``[c - h, c + h]`` (the window
    is a released value: adaptive composition, accounted by the ledger). The
@@ -134,28 +140,32 @@ def bin_upper_edge(k):
     )
 
 
-def magnitude_histogram(X, center=None):
+def magnitude_histogram(X, center=None, signed=False):
     """Counts of every column of ``X`` over the magnitude grid, shape (d, N_BINS).
 
     Dense ``X`` is processed in row chunks; for scipy.sparse ``X`` the implicit
     zeros are counted in bin 0 without being materialised (duplicate entries are
     summed first: the histogram is of the matrix's values). With ``center`` (dense
     only), the histogram is of the residuals ``x - center``, a difference past the
-    float range counting in the top bin.
+    float range counting in the top bin. With ``signed``, shape (d, 2 N_BINS): the
+    negative values' magnitudes, then the others' (zeros in bin ``N_BINS``); each
+    value still moves one count.
     """
     n, d = X.shape
-    counts = np.zeros(d * N_BINS, dtype=np.int64)
+    width = 2 * N_BINS if signed else N_BINS
+    counts = np.zeros(d * width, dtype=np.int64)
     if sp.issparse(X):
         X = sp.csc_matrix(X, copy=True)
         X.sum_duplicates()
         cols = np.repeat(np.arange(d), np.diff(X.indptr))
-        counts += np.bincount(
-            cols * N_BINS + magnitude_bins(X.data), minlength=d * N_BINS
-        )
-        counts = counts.reshape(d, N_BINS)
-        counts[:, 0] += n - np.diff(X.indptr)
+        bins = magnitude_bins(X.data)
+        if signed:
+            bins = bins + N_BINS * (X.data >= 0)
+        counts += np.bincount(cols * width + bins, minlength=d * width)
+        counts = counts.reshape(d, width)
+        counts[:, width - N_BINS] += n - np.diff(X.indptr)
         return counts
-    offsets = np.arange(d, dtype=np.int64) * N_BINS
+    offsets = np.arange(d, dtype=np.int64) * width
     step = max(1, 2**20 // max(d, 1))
     for start in range(0, n, step):
         block = X[start : start + step]
@@ -163,8 +173,10 @@ def magnitude_histogram(X, center=None):
             with np.errstate(over="ignore"):
                 block = np.clip(block - center, -_FMAX, _FMAX)
         idx = magnitude_bins(block) + offsets
-        counts += np.bincount(idx.ravel(), minlength=d * N_BINS)
-    return counts.reshape(d, N_BINS)
+        if signed:
+            idx += N_BINS * (block >= 0)
+        counts += np.bincount(idx.ravel(), minlength=d * width)
+    return counts.reshape(d, width)
 
 
 def _thresholds(mech, width):
@@ -191,51 +203,112 @@ def _window_sums(body, width):
     return cumulative[:, width:] - cumulative[:, :-width]
 
 
-def _window_tops(noisy, mech, extend=True):
-    """Post-processing: each column's window top ``hi`` (NaN where none is found).
+def _best_runs(body, mech, bins_per_sum=1):
+    """The run of each column whose noisy sum clears its public threshold by the
+    most: ``(score, anchor, reach, run_sum)``, ``score >= 0`` where one clears.
 
-    The bulk is the run of ``w`` adjacent magnitude bins (``w`` in
-    :data:`_WIDTHS`: narrow for concentrated columns, wide for heavy tails) whose
-    noisy sum clears its public threshold by the most, in units of the sum's noise.
-    ``hi`` is the upper edge of the run, extended up over the adjacent bins that
-    clear the single-bin threshold; with ``extend=False`` the upper edge of the
-    run's largest bin (the bulk's magnitude).
+    Runs of ``w`` adjacent bins, ``w`` in :data:`_WIDTHS` (narrow for concentrated
+    columns, wide for heavy tails), scored in units of their threshold; each
+    position of ``body`` is a sum of ``bins_per_sum`` noisy bins (2 for the
+    folded signed histogram).
     """
-    d = noisy.shape[0]
-    body = noisy[:, 1:]  # bins 1..N_BINS-1: the nonzero magnitudes
+    d = body.shape[0]
     best = np.full(d, -np.inf)
     anchor = np.zeros(d, dtype=np.int64)
     reach = np.zeros(d, dtype=np.int64)
     best_sum = np.zeros(d)
+    rows = np.arange(d)
     for width in _WIDTHS:
         sums = _window_sums(body, width)
-        threshold = _thresholds(mech, width)[1:]
-        score = (sums - threshold) / threshold  # >= 0: clears the threshold
+        threshold = _thresholds(mech, width * bins_per_sum)[1:]
+        score = (sums - threshold) / threshold
         idx = np.argmax(score, axis=1)
-        top = score[np.arange(d), idx]
+        top = score[rows, idx]
         better = top > best
         best = np.where(better, top, best)
         anchor = np.where(better, idx, anchor)
         reach = np.where(better, width // 2, reach)
-        best_sum = np.where(better, sums[np.arange(d), idx], best_sum)
-    found = best >= 0
-    t1 = _thresholds(mech, 1)[1:]
-    tops = np.full(d, np.nan)
+        best_sum = np.where(better, sums[rows, idx], best_sum)
+    return best, anchor, reach, best_sum
+
+
+def _extended_top(body, mech, j, anchor, reach, run_sum, bins_per_sum=1):
+    """Upper edge of column ``j``'s run, extended up over the adjacent bins that
+    clear the single-bin threshold and hold a fair fraction of the run (far
+    tails do not widen it)."""
+    t1 = _thresholds(mech, bins_per_sum)[1:]
     last = body.shape[1] - 1
-    for j in np.flatnonzero(found):
-        if not extend:
-            # The bulk's magnitude: the largest noisy bin of the run (the runs
-            # around a narrow bulk tie, so their centres do not say where it is).
-            low = max(int(anchor[j] - reach[j]), 0)
-            mode = low + int(np.argmax(body[j, low : int(anchor[j] + reach[j]) + 1]))
-            tops[j] = bin_upper_edge(mode + 1)
+    top = min(int(anchor + reach), last)
+    floor = max(_RELATIVE_THRESHOLD * run_sum, 0.0)
+    while top < last and body[j, top + 1] >= max(t1[top + 1], floor):
+        top += 1
+    return bin_upper_edge(top + 1)
+
+
+def _window_tops(noisy, mech, extend=True):
+    """Post-processing: each column's window top ``hi`` (NaN where none is found).
+
+    The bulk is the best run of :func:`_best_runs`; ``hi`` is its upper edge
+    extended as in :func:`_extended_top`, or with ``extend=False`` the upper edge
+    of the run's largest bin (the bulk's magnitude).
+    """
+    body = noisy[:, 1:]  # bins 1..N_BINS-1: the nonzero magnitudes
+    best, anchor, reach, run_sum = _best_runs(body, mech)
+    tops = np.full(noisy.shape[0], np.nan)
+    for j in np.flatnonzero(best >= 0):
+        if extend:
+            tops[j] = _extended_top(body, mech, j, anchor[j], reach[j], run_sum[j])
             continue
-        top = min(int(anchor[j] + reach[j]), last)
-        floor = max(_RELATIVE_THRESHOLD * best_sum[j], 0.0)
-        while top < last and body[j, top + 1] >= max(t1[top + 1], floor):
-            top += 1
-        tops[j] = bin_upper_edge(top + 1)
+        # The bulk's magnitude: the largest noisy bin of the run (the runs around
+        # a narrow bulk tie, so their centres do not say where it is).
+        low = max(int(anchor[j] - reach[j]), 0)
+        mode = low + int(np.argmax(body[j, low : int(anchor[j] + reach[j]) + 1]))
+        tops[j] = bin_upper_edge(mode + 1)
     return tops
+
+
+#: A one-signed run is taken only where the other sign holds less than this
+#: fraction of its count over the same magnitudes (noisy counts).
+_OTHER_SIGN = 0.25
+
+
+def _signed_windows(noisy, mech):
+    """Post-processing of the signed magnitude histogram: each column's window
+    top ``hi`` (NaN where none is found) and side: ``+1`` (the bulk is
+    nonnegative: window ``[0, hi]``), ``-1`` (``[-hi, 0]``) or ``0``
+    (``[-hi, hi]``).
+
+    The best runs of the negative magnitudes, of the nonnegative ones and of
+    their sum (the folded histogram, twice the noise variance) compete by score;
+    a one-signed run wins only where the other sign is rare over its magnitudes.
+    Raw columns (counts, amounts, ages) are mostly one-signed, and a one-signed
+    window is half as wide: the clipped mean's noise halves in data units.
+    """
+    d = noisy.shape[0]
+    neg, pos = noisy[:, 1:N_BINS], noisy[:, N_BINS + 1 :]
+    folded = neg + pos
+    runs = [_best_runs(b, mech, k) for b, k in ((neg, 1), (pos, 1), (folded, 2))]
+    scores = np.stack([r[0] for r in runs])
+    rows = np.arange(d)
+    for side, other in enumerate((pos, neg)):
+        _, anchor, reach, run_sum = runs[side]
+        for j in rows:
+            lo = max(int(anchor[j] - reach[j]), 0)
+            rest = other[j, lo : int(anchor[j] + reach[j]) + 1].sum()
+            if rest >= _OTHER_SIGN * run_sum[j]:
+                scores[side, j] = -np.inf
+    choice = np.argmax(scores, axis=0)
+    tops = np.full(d, np.nan)
+    sides = np.zeros(d, dtype=np.int64)
+    bodies = (neg, pos, folded)
+    for j in np.flatnonzero(scores[choice, rows] >= 0):
+        c = int(choice[j])
+        _, anchor, reach, run_sum = runs[c]
+        tops[j] = _extended_top(
+            bodies[c], mech, j, anchor[j], reach[j], run_sum[j], 2 if c == 2 else 1
+        )
+        sides[j] = (-1, 1, 0)[c]
+    return tops, sides
 
 
 def _row_norms(X):
@@ -362,15 +435,21 @@ def private_column_scaling(
         records += shared_scaling.records
     levels = _n_zoom_levels(budget, n, d, 1.0 - fallback) if center else 0
     unit = (1.0 - fallback) / _release_weights(levels, center)
-    # 1. Where the bulk of each column lies: the magnitude histogram of x.
+    # 1. Where the bulk of each column lies: the magnitude histogram of x, signed
+    # when centring (a one-signed bulk gets a window from 0, half as wide).
     hist_mech = budget.mechanism(
         d, _COUNT_MOVE, _W_HISTOGRAM * unit, f"{name} magnitude histogram"
     )
-    tops = _window_tops(hist_mech.release(magnitude_histogram(X), rng), hist_mech)
+    noisy = hist_mech.release(magnitude_histogram(X, signed=center), rng)
     records.append(hist_mech.record())
+    if center:
+        tops, sides = _signed_windows(noisy, hist_mech)
+    else:
+        tops, sides = _window_tops(noisy, hist_mech), np.zeros(d, dtype=np.int64)
     found = np.isfinite(tops)
-    half = np.where(found, np.minimum(_WINDOW_MARGIN * tops, _FMAX), 1.0)
-    c = np.zeros(d)
+    reach = np.where(found, np.minimum(_WINDOW_MARGIN * tops, _FMAX), 1.0)
+    half = np.where(sides != 0, reach / 2.0, reach)
+    c = sides * half
     spread = np.full(d, np.nan)
     if levels:
         # 2. The spread, whatever the location: the magnitude histogram of the
@@ -384,6 +463,7 @@ def private_column_scaling(
     # 3. Zoom: linear histograms over the window, each locating the bulk among
     # _ZOOM_BINS bins and narrowing the window around it (Karwa & Vadhan's fine
     # stage inside the coarse range, repeated).
+    c0, half0 = c, half
     for level in range(levels):
         zoom_mech = budget.mechanism(
             d, _COUNT_MOVE, _W_HISTOGRAM * unit, f"{name} zoom {level + 1} histogram"
@@ -391,8 +471,15 @@ def private_column_scaling(
         counts = linear_histogram(X, c - half, c + half)
         c, half = _zoom(zoom_mech.release(counts, rng), zoom_mech, c, half)
         records.append(zoom_mech.record())
-    # The final window: the zoomed one, or four spreads around its centre.
-    half = np.where(np.isfinite(spread), np.maximum(half, 4.0 * spread), half)
+    # The final window: the zoomed one, or four spreads around its centre. A
+    # column without a located spread keeps its first window: a zoom may have
+    # narrowed onto an atom (the zeros of a rare indicator), whose width says
+    # nothing about the column's spread.
+    if levels:
+        zoomed = np.isfinite(spread)
+        c = np.where(zoomed, c, c0)
+        half = np.where(zoomed, np.maximum(half, 4.0 * spread), half0)
+        sides = np.where(zoomed, 0, sides)  # a zoomed window is around the bulk
     half = np.minimum(half, _FMAX)
     # 4. The clipped mean and second moment in the final window.
     mean, second, recs = _moments_release(
@@ -401,8 +488,10 @@ def private_column_scaling(
     records += recs
     c = c + half * mean
     # A window below the bulk (a spurious detection at small n) shows in the
-    # released second moment as values piled at its edge: not located.
-    found &= second < _SATURATED
+    # released moments as values piled at its far edge(s): not located. (A
+    # one-signed window's edge at 0 may hold a column's zeros.)
+    piled = np.where(sides != 0, (second + sides * mean) / 2.0, second)
+    found &= piled < _SATURATED
     floor = max(_noise_std(records[-1]), _VARIANCE_FLOOR)
     scale = half * np.sqrt(np.clip(second - mean**2, floor, 1.0))
     center_out = np.where(found, c, 0.0)

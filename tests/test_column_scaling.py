@@ -597,17 +597,14 @@ def test_design_row_norms_of_subnormal_sparse_rows_raise_no_warning():
 
 
 def test_second_moment_is_released_only_where_its_noise_leaves_a_signal():
-    # A public rule of n, d and the budget: none at n = 300, d = 10, rho = 0.005
+    # A public rule of n, d and the budget: none at n = 300, d = 10, rho = 0.02
     # (its noise std would be ~0.1 in window units), released at n = 20,000.
     rng = np.random.default_rng(6)
-    small = private_column_scaling(rng.normal(50.0, 10.0, (300, 10)), rng, rho=0.005)
-    large = private_column_scaling(
-        rng.normal(50.0, 10.0, (20_000, 10)), rng, rho=0.005
-    )
+    small = private_column_scaling(rng.normal(50.0, 10.0, (300, 10)), rng, rho=0.02)
+    large = private_column_scaling(rng.normal(50.0, 10.0, (20_000, 10)), rng, rho=0.005)
     assert not any("second moment" in r.name for r in small.records)
     assert any("second moment" in r.name for r in large.records)
     # Without it the scale is 0.3 of the window's half-width: within a factor
-    # of 4 of the spread for a typical column (at this budget some columns are
-    # not found and take the shared fallback scale).
+    # of 4 of the spread for a typical column.
     assert 10.0 / 4 < np.median(small.scale) < 40.0
     np.testing.assert_allclose(large.scale, 10.0, rtol=0.2)

@@ -99,9 +99,11 @@ def test_iteration_budget_is_public_and_grows_with_the_condition_number():
     b = certified_iteration_budget(
         lipschitz=1, smoothness=1, l2_penalty=0.01, tol_w=1e-6
     )
+    # V-FISTA's count (Beck 2017, Thm 10.42 with Lemma 10.4): ~2 sqrt(kappa) log.
     kappa = 1.1 / 0.1
-    assert a == math.ceil(2 * kappa * math.log(4 * 1.1 / (0.01 * 1e-6))) + 1
-    assert b > 5 * a
+    ratio = 2 * math.sqrt(2) * (kappa - 1) / (math.sqrt(kappa) * 0.1 * 1e-6)
+    assert a == math.ceil(2 * math.log(ratio) / -math.log(1 - 1 / math.sqrt(kappa)))
+    assert b > 3 * a
 
 
 # ---------------------------------------------------------------- certificate

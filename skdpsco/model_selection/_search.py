@@ -10,8 +10,12 @@ largest one whose bound is the asked ``(epsilon, delta)``
 (:mod:`skdpsco.privacy._selection`).
 """
 
+import contextlib
 import functools
+import itertools
+import logging
 import math
+import os
 import warnings
 from copy import deepcopy
 from numbers import Real
@@ -132,16 +136,107 @@ def _random_state_params(estimator):
 
 
 def _set_random_states(estimator, rng):
-    """Give every step with a ``random_state`` its own seed from the search's rng."""
+    """Give every step with a ``random_state`` its own source of randomness.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A configured (unfitted) clone; modified in place.
+    rng : numpy.random.Generator or None
+        The search's generator, when the search is seeded (an int, a
+        ``RandomState`` or a ``Generator``): every step gets an int seed drawn from
+        it, so that the search is reproducible. ``None`` when the search's own
+        ``random_state`` is None: every step gets ``random_state=None`` and draws
+        fresh OS entropy for its noise. A 31-bit seed drawn from the search's
+        PCG64 stream would instead make the noise of every run one of ``2^31``
+        reproducible streams, and bypass the estimators' production source of
+        noise (the one they use for ``random_state=None``).
+
+    Returns
+    -------
+    estimator : estimator
+        ``estimator``, with its ``random_state`` parameters set.
+    """
     params = estimator.get_params(deep=True)
-    seeds = {
-        key: int(rng.integers(0, 2**31 - 1))
+    keys = [
+        key
         for key in sorted(params)
         if key == "random_state" or key.endswith("__random_state")
-    }
+    ]
+    if rng is None:
+        seeds = dict.fromkeys(keys)
+    else:
+        seeds = {key: int(rng.integers(0, 2**31 - 1)) for key in keys}
     if seeds:
         estimator.set_params(**seeds)
     return estimator
+
+
+def _verbose_params(estimator):
+    """Every truthy ``verbose`` parameter of ``estimator`` (deep), as set."""
+    return {
+        key: value
+        for key, value in estimator.get_params(deep=True).items()
+        if (key == "verbose" or key.endswith("__verbose")) and value
+    }
+
+
+def _mute(estimator):
+    """Set every ``verbose`` parameter of ``estimator`` (deep) to off, in place.
+
+    A hidden run must print nothing: its progress lines would count the runs
+    ``K``, which the selection theorems need hidden (Liu & Talwar 2019; Papernot
+    & Steinke 2022). Turning ``verbose`` off stops the printing at its source;
+    :func:`_silenced` also catches what is printed through other channels.
+    Booleans stay booleans (``Pipeline.verbose`` accepts only those).
+
+    Returns
+    -------
+    shown : dict
+        The ``verbose`` values that were switched off, to put back on the
+        released model (it carries the user's settings).
+    """
+    shown = _verbose_params(estimator)
+    if shown:
+        estimator.set_params(
+            **{
+                key: False if isinstance(value, (bool, np.bool_)) else 0
+                for key, value in shown.items()
+            }
+        )
+    return shown
+
+
+@contextlib.contextmanager
+def _silenced(*, warnings_too=True):
+    """Discard everything printed, logged or (optionally) warned inside.
+
+    Around the hidden runs of the search, anything they emit is a function of a
+    run that may be discarded, and the number of lines, records or warnings
+    counts the runs ``K``: ``K`` must stay hidden for the selection theorems
+    (Liu & Talwar 2019, Papernot & Steinke 2022, Theorem 2). ``sys.stdout`` and
+    ``sys.stderr`` go to ``os.devnull`` (a real file, for code that asks for a
+    ``fileno``; a progress bar created inside, such as tqdm's, writes to it too),
+    the ``logging`` module is disabled and, unless ``warnings_too`` is false,
+    every warning is ignored. Everything is restored on exit, exceptions
+    included.
+
+    Python-level only: output written straight to the process's file
+    descriptors (C extensions, subprocesses, joblib workers) is not caught, and
+    the redirection and ``logging.disable`` are process-wide, so other threads
+    are silenced (and may unsilence) while a search runs.
+    """
+    previous = logging.root.manager.disable
+    with contextlib.ExitStack() as stack:
+        sink = stack.enter_context(open(os.devnull, "w"))
+        stack.enter_context(contextlib.redirect_stdout(sink))
+        stack.enter_context(contextlib.redirect_stderr(sink))
+        if warnings_too:
+            stack.enter_context(warnings.catch_warnings())
+            warnings.simplefilter("ignore")
+        logging.disable(logging.CRITICAL)
+        stack.callback(logging.disable, previous)
+        yield
 
 
 def _step(estimator, prefix):
@@ -278,8 +373,9 @@ default="truncated_negative_binomial"
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
         Source of the split, of ``K``, of the configurations drawn, of the score
-        noise and of every fit's seed. None (for production) draws fresh entropy; an
-        int makes the search reproducible (tests only).
+        noise and, when seeded, of every fit's seed. None (for production) draws
+        fresh entropy, and every fit is made with ``random_state=None`` (its own
+        fresh entropy); an int makes the search reproducible (tests only).
 
     Attributes
     ----------
@@ -325,6 +421,13 @@ default=None
     every DP library); release the fitted search, not its timing. The released
     ``best_estimator_`` carries the ``random_state`` values you set, never the seed
     its run was fitted with (that seed would let anyone regenerate its noise).
+
+    The runs are silent: whatever they print (the estimators' ``verbose``
+    progress, switched off for them), log or warn would count ``K``, so it is
+    discarded, and ``best_estimator_`` gets your ``verbose`` values back. The
+    silencing is Python-level (``sys.stdout``, ``sys.stderr``, ``logging``,
+    ``warnings``): output that a compiled extension or a worker process writes
+    straight to the process's file descriptors is not caught.
 
     See Also
     --------
@@ -490,9 +593,14 @@ default=None
 
     def _probe(self, params, ask, classes_param, Z, yz, rng):
         est = _set_random_states(self._configure(params, ask, classes_param), rng)
-        with warnings.catch_warnings():
+        # The probes are as many as the configurations (public) and see public
+        # synthetic data only, but their progress output would read as the
+        # search's own: they are as quiet as the hidden runs, except for warnings.
+        _mute(est)
+        with _silenced(warnings_too=False), warnings.catch_warnings():
             # Accuracy and numerical warnings on synthetic data are irrelevant: only
-            # the ledger of the probe is read.
+            # the ledger of the probe is read. Other warnings (e.g. a deprecated
+            # parameter) are about the configuration, once per configuration.
             warnings.simplefilter("ignore", UserWarning)
             warnings.simplefilter("ignore", RuntimeWarning)
             try:
@@ -608,6 +716,10 @@ default=None
                 classes_param = (f"{final}classes", classes)
 
         rng = make_generator(self.random_state)
+        # The fits' own sources of randomness: seeds drawn from the search's
+        # generator when it is seeded (reproducible, tests only), else None, so that
+        # every fit draws fresh OS entropy for its noise (see _set_random_states).
+        seed_rng = None if self.random_state is None else rng
         # Every configuration is first fitted on synthetic public data, so that one
         # that cannot run within the per-run share is refused before any private fit.
         rho_step = rho_run / len(prefixes) * (1.0 - _ASK_MARGIN)
@@ -616,7 +728,7 @@ default=None
         asks, rho_fit = [], 0.0
         for params in grid:
             ask = {p: self._asks(rho_step, budget.delta, pure=False) for p in prefixes}
-            est = self._probe(params, ask, classes_param, Z, yz, rng)
+            est = self._probe(params, ask, classes_param, Z, yz, seed_rng)
             over = [
                 p for p in prefixes if not _within(_spent_rho(_step(est, p)), rho_step)
             ]
@@ -624,7 +736,7 @@ default=None
                 ask.update(
                     {p: self._asks(rho_step, budget.delta, pure=True) for p in over}
                 )
-                est = self._probe(params, ask, classes_param, Z, yz, rng)
+                est = self._probe(params, ask, classes_param, Z, yz, seed_rng)
             rho_fit = max(
                 rho_fit, self._check_run(est, prefixes, rho_step, f"of {params}")
             )
@@ -635,27 +747,33 @@ default=None
         X_train, y_train = _rows(X, train_idx), y[train_idx]
         X_val, y_val = _rows(X, val_idx), y[val_idx]
 
-        n_runs = truncated_negative_binomial(rng, eta, gamma)
+        # K and the losing runs must stay hidden (Liu & Talwar 2019; Papernot &
+        # Steinke 2022, Theorem 2): whatever the runs (or the draw of K, or the
+        # score noise, drawn K times) print, log or warn is a function of runs that
+        # may be discarded, and its amount counts K. Everything between the draw
+        # of K and the choice of the best is silenced, whatever the estimators'
+        # verbose settings (which are also switched off at the source, _mute). An
+        # exception inside a run propagates unchanged and ends the search with
+        # nothing released; no message names a run or its number, and neither K
+        # nor the run's number is a local variable of this frame (tracebacks
+        # captured with their locals, e.g. by error trackers, would show it).
         best = None
-        for _ in range(n_runs):
-            index = int(rng.integers(len(grid)))
-            est = self._configure(grid[index], asks[index], classes_param)
-            with warnings.catch_warnings():
-                # A run's warnings (e.g. a scaler's floored variances) are
-                # functions of a run that may be discarded, and their number would
-                # count the runs: K and the losing runs must stay hidden.
-                warnings.simplefilter("ignore")
-                est = _set_random_states(est, rng).fit(X_train, y_train)
-            rho_fit = max(
-                rho_fit, self._check_run(est, prefixes, rho_step, "in the search")
-            )
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+        with _silenced():
+            for _ in itertools.repeat(
+                None, truncated_negative_binomial(rng, eta, gamma)
+            ):
+                index = int(rng.integers(len(grid)))
+                est = self._configure(grid[index], asks[index], classes_param)
+                shown = _mute(est)
+                est = _set_random_states(est, seed_rng).fit(X_train, y_train)
+                rho_fit = max(
+                    rho_fit, self._check_run(est, prefixes, rho_step, "in the search")
+                )
                 raw = self._raw_score(est, X_val, y_val, scoring, score_range)
-            noisy = float(score_mech.release(raw, rng))
-            score = noisy if scoring == "accuracy" else -noisy
-            if best is None or score > best[0]:
-                best = (score, index, est)
+                noisy = float(score_mech.release(raw, rng))
+                score = noisy if scoring == "accuracy" else -noisy
+                if best is None or score > best[0]:
+                    best = (score, index, est, shown)
 
         # The run is max(fit, score)-zCDP: a replaced record is in one part only.
         rho_q = max(rho_fit, score_mech.rho)
@@ -683,12 +801,15 @@ default=None
             mechanisms=(record,),
         )
 
-        score, index, est = best
+        score, index, est, shown = best
         # The run's seeds were drawn from the search's generator and set as plain
         # ints on its steps: left on the released model, they would let anyone
         # regenerate its noise and subtract it (a leak found in review). The
         # released estimator carries the user's own random_state values.
         est.set_params(**_random_state_params(self.estimator))
+        # Its verbose settings, switched off for the run, are the user's again.
+        if shown:
+            est.set_params(**shown)
         # Every DP step of the released model carries the search's total, never
         # its per-run share: totalling one step alone must not understate.
         for prefix in prefixes:

@@ -55,9 +55,13 @@ class HuberLoss:
         return 1
 
     def value(self, z, y):
-        r = np.abs(z - y)
         c = self.threshold
-        return np.where(r <= c, 0.5 * r**2, c * r - 0.5 * c**2)
+        # |z - y| of an extreme record may pass the float range (inf, on the linear
+        # branch). np.where evaluates both branches, so the quadratic one squares
+        # min(r, c) (r**2 overflowed for r > 1e154, warning on that neighbour only).
+        with np.errstate(over="ignore"):
+            r = np.abs(z - y)
+            return np.where(r <= c, 0.5 * np.minimum(r, c) ** 2, c * r - 0.5 * c**2)
 
     def derivative(self, z, y):
         with np.errstate(over="ignore"):
@@ -103,11 +107,15 @@ class MultinomialLoss:
 
     def value(self, z, y):
         y = np.asarray(y, dtype=np.intp)
-        return special.logsumexp(z, axis=1) - z[np.arange(z.shape[0]), y]
+        # exp of a class score far below the top one underflows to 0: exact
+        # enough, and not to be reported for one record only.
+        with np.errstate(under="ignore"):
+            return special.logsumexp(z, axis=1) - z[np.arange(z.shape[0]), y]
 
     def derivative(self, z, y):
         y = np.asarray(y, dtype=np.intp)
-        p = special.softmax(z, axis=1)
+        with np.errstate(under="ignore"):  # as in value()
+            p = special.softmax(z, axis=1)
         p[np.arange(z.shape[0]), y] -= 1.0
         return p
 

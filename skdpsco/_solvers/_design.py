@@ -15,11 +15,108 @@ scipy.sparse row blocks; a dask-backed design would implement the same methods
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["LinearDesign", "row_l2_norms"]
+__all__ = [
+    "LinearDesign",
+    "row_clip_scales",
+    "row_l2_norms",
+    "row_lr_norms",
+    "row_norm_parts",
+]
+
+#: Largest finite float64.
+_FMAX = np.finfo(np.float64).max
+
+
+def _summed_csr(X):
+    """CSR form of a sparse block whose entries are the matrix's values.
+
+    Stored duplicates are summed (every product with ``X`` sums them, so a norm
+    must too); a sum past the float range saturates at the largest float rather
+    than becoming ``inf`` (each stored value is finite, and a record must not turn
+    into ``inf`` or NaN downstream). A copy only when duplicates may exist.
+    """
+    X = sp.csr_matrix(X)
+    if not X.has_canonical_format:
+        X = X.copy()
+        with np.errstate(over="ignore", invalid="ignore"):
+            X.sum_duplicates()
+        np.clip(X.data, -_FMAX, _FMAX, out=X.data)
+    return X
+
+
+def row_norm_parts(X, r=2.0):
+    """Overflow-free pieces of the l_r norms of the rows of a dense or sparse block.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n, d)
+        Finite values (sparse duplicates are summed first, saturating).
+    r : float, default=2.0
+        Norm index, ``1 <= r < inf``.
+
+    Returns
+    -------
+    top : ndarray of shape (n,)
+        ``max_j |x_ij|`` (0 for a zero row).
+    unit : ndarray of shape (n,)
+        ``||x_i / top_i||_r``, in ``[1, d^(1/r)]`` for a nonzero row, 0 otherwise;
+        ``||x_i||_r = top_i * unit_i``.
+
+    Notes
+    -----
+    Each row is divided by its largest absolute entry (no entry exceeds it, so
+    nothing overflows, and no ``1 / top`` is formed: it overflows for a subnormal
+    maximum). No floating-point warning is raised for any finite input: a warning
+    raised by one record only would tell neighbouring datasets apart.
+    """
+    r = float(r)
+    if sp.issparse(X):
+        X = _summed_csr(X)
+        n = X.shape[0]
+        counts = np.diff(X.indptr)
+        rows = np.repeat(np.arange(n), counts)
+        a = np.abs(X.data)
+        top = np.zeros(n)
+        nonempty = counts > 0
+        if a.size:
+            top[nonempty] = np.maximum.reduceat(a, X.indptr[:-1][nonempty])
+        safe = np.where(top > 0, top, 1.0)
+        # Entries far below their row's largest underflow to 0: harmless, they
+        # count for less than one rounding of the norm.
+        with np.errstate(under="ignore"):
+            unit = a / safe[rows]
+            weights = unit * unit if r == 2.0 else unit**r
+        sums = np.bincount(rows, weights=weights, minlength=n)
+    else:
+        X = np.asarray(X, dtype=float)
+        a = np.abs(X)
+        top = a.max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
+        safe = np.where(top > 0, top, 1.0)
+        with np.errstate(under="ignore"):
+            unit = a / safe[:, None]
+            if r == 2.0:
+                sums = np.einsum("ij,ij->i", unit, unit)
+            else:
+                sums = np.sum(unit**r, axis=1)
+    unit_norms = np.sqrt(sums) if r == 2.0 else sums ** (1.0 / r)
+    return top, np.where(top > 0, unit_norms, 0.0)
+
+
+def row_lr_norms(X, r=2.0):
+    """l_r norms of the rows of a dense or scipy.sparse block.
+
+    Computed from :func:`row_norm_parts` (no overflow, underflow or division
+    warning for any finite input); a norm beyond the float range is ``inf``.
+    Sparse duplicates are summed first, as every product with ``X`` sums them.
+    """
+    top, unit = row_norm_parts(X, r)
+    # Past the float range the norm is inf: callers compare it to a bound.
+    with np.errstate(over="ignore", under="ignore"):
+        return top * unit
 
 
 def row_l2_norms(X):
-    """l2 norms of the rows of a dense or scipy.sparse block.
+    """l2 norms of the rows of a dense or scipy.sparse block (:func:`row_lr_norms`).
 
     Each row is divided by its largest absolute entry first (no entry exceeds it,
     so nothing overflows or underflows, and no ``1 / max`` is formed: it overflows
@@ -27,22 +124,50 @@ def row_l2_norms(X):
     floating-point warning is raised for any finite input (a warning raised by one
     record only would tell neighbouring datasets apart).
     """
-    if sp.issparse(X):
-        X = sp.csr_matrix(X)
-        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-        top = np.zeros(X.shape[0])
-        np.maximum.at(top, rows, np.abs(X.data))
-        safe = np.where(top > 0, top, 1.0)
-        with np.errstate(over="ignore", invalid="ignore"):
-            unit = np.nan_to_num(X.data / safe[rows], nan=0.0)
-        sq = np.bincount(rows, weights=unit * unit, minlength=X.shape[0])
-    else:
-        top = np.max(np.abs(X), axis=1) if X.shape[1] else np.zeros(X.shape[0])
-        safe = np.where(top > 0, top, 1.0)
-        unit = X / safe[:, None]
-        sq = np.einsum("ij,ij->i", unit, unit)
-    with np.errstate(over="ignore"):
-        return np.where(top > 0, safe * np.sqrt(sq), 0.0)
+    return row_lr_norms(X, 2.0)
+
+
+def row_clip_scales(X, r, bound):
+    """Per-row factors ``s_i = min(1, bound / ||x_i||_r)``, overflow-free.
+
+    ``s_i x_i`` has ``||.||_r <= bound`` for every finite row, including rows
+    whose norm is past the float range: their factor is formed as
+    ``(bound / top_i) / unit_i`` (:func:`row_norm_parts`) instead of
+    ``bound / inf = 0``. A subnormal factor is rounded down by two units in the
+    last place, so that its coarse rounding cannot push the clipped row over the
+    bound. Rows within the bound get exactly 1. No floating-point warning for any
+    finite input. A function of one row and the public ``bound`` only.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n, d)
+    r : float
+        Norm index, ``1 <= r < inf``.
+    bound : float
+        Public bound, ``> 0``.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+    """
+    top, unit = row_norm_parts(X, r)
+    # Overflow (inf: above any bound) and underflow (a subnormal row, or factor)
+    # are both expected and handled below.
+    with np.errstate(over="ignore", under="ignore"):
+        norms = top * unit
+        above = norms > bound
+        huge = np.isinf(norms)
+        # Only the rows above the bound are divided: a subnormal norm must not
+        # overflow (a warning on one neighbour only would be a side channel).
+        direct = bound / np.where(above & ~huge, norms, 1.0)
+        split = (bound / np.where(huge, top, 1.0)) / np.where(huge, unit, 1.0)
+        scales = np.where(huge, split, direct)
+        # A subnormal factor carries fewer digits (1e-8 relative error and
+        # worse): rounded down by two units, the clipped row exceeds the bound by
+        # no more than the norm's own rounding, as for a normal factor.
+        tiny = scales < np.finfo(np.float64).tiny
+        down = np.nextafter(np.nextafter(scales, 0.0), 0.0)
+    return np.where(above, np.where(tiny, down, scales), 1.0)
 
 
 #: Rows per chunk for the aggregates that need a temporary as large as the chunk.
@@ -108,7 +233,9 @@ class LinearDesign:
         their sign), NaN from ``inf - inf`` becomes 0: a deterministic function of one
         row and the public ``W``, so every sensitivity bound downstream still holds.
         """
-        with np.errstate(over="ignore", invalid="ignore"):
+        # Products with a subnormal entry underflow: harmless, and not to be
+        # reported (a warning for one record only tells neighbours apart).
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             Z = self.X @ W[: self.n_features]
             if self.fit_intercept:
                 Z = Z + W[self.n_features]
@@ -135,33 +262,17 @@ class LinearDesign:
     def row_l1_norms(self):
         """l1 norms ``||x~_i||_1`` (cached), computed with per-row scaling.
 
-        Sparse duplicates are summed first, as the matrix products sum them. Used
+        Sparse duplicates are summed first, as the matrix products sum them (see
+        :func:`row_lr_norms`); a norm past the float range is ``inf``. Used
         by the sparse-gradient oracles, whose l1 bound ``||u_i x~_i||_1 <= L sqrt(s)``
         gives the Laplace sensitivity (Ghazi et al., Remark 2.1, Algorithm 1).
         """
         if getattr(self, "_row_l1_norms", None) is None:
             out = np.empty(self.n_samples)
             for rows in self._chunks():
-                block = self.X[rows]
-                if sp.issparse(block):
-                    block = sp.csr_matrix(block, copy=True)
-                    block.sum_duplicates()
-                    block = abs(block)
-                    scale = np.asarray(block.max(axis=1).todense()).ravel()
-                    safe = np.where(scale > 0, scale, 1.0)
-                    sums = np.asarray((sp.diags(1.0 / safe) @ block).sum(axis=1))
-                    sums = sums.ravel()
-                else:
-                    block = np.abs(block)
-                    scale = (
-                        np.max(block, axis=1)
-                        if block.shape[1]
-                        else np.zeros(block.shape[0])
-                    )
-                    safe = np.where(scale > 0, scale, 1.0)
-                    sums = (block / safe[:, None]).sum(axis=1)
-                with np.errstate(over="ignore"):
-                    norms = np.where(scale > 0, safe * sums, 0.0)
+                # Shared with row_norms: no 1 / max|x_i| (it overflowed for a row
+                # whose largest entry is subnormal, on that neighbour only).
+                norms = row_lr_norms(self.X[rows], 1.0)
                 out[rows] = norms + float(self.fit_intercept)
             self._row_l1_norms = out
         return self._row_l1_norms
@@ -179,7 +290,7 @@ class LinearDesign:
         head = W[: self.n_features]
         for start in range(0, self.n_samples, step):
             rows = slice(start, min(start + step, self.n_samples))
-            with np.errstate(over="ignore", invalid="ignore"):
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
                 Z = self.X[rows] @ head
                 if self.fit_intercept:
                     Z = Z + W[self.n_features]
@@ -190,7 +301,10 @@ class LinearDesign:
     def weighted_sum(self, C):
         """``X~^T C``: shape (dim,) for C (n,), (dim, K) for C (n, K)."""
         C = np.asarray(C, dtype=float)
-        head = self.X.T @ C
+        # Products with a subnormal entry underflow harmlessly (no warning for one
+        # record only); callers bound |C_i| ||x_i||, so nothing overflows.
+        with np.errstate(under="ignore"):
+            head = self.X.T @ C
         head = np.asarray(head, dtype=float)
         if not self.fit_intercept:
             return head
@@ -232,7 +346,7 @@ class LinearDesign:
             block = block.toarray() if sp.issparse(block) else np.asarray(block)
             if self.fit_intercept:
                 block = np.hstack([block, np.ones((block.shape[0], 1))])
-            with np.errstate(over="ignore", invalid="ignore"):
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
                 if U.ndim == 1:
                     G = U[rows, None] * block
                 else:

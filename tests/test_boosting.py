@@ -50,25 +50,32 @@ def test_boosted_run_composes_within_budget_and_reduces_loss():
     # does (the per-run budget is epsilon/12, each mean call epsilon/384).
     design, _, y = _problem(n=1024)
     loss = HuberLoss(1.0)
-    res = boosted_bias_reduced_sgd(
-        design,
-        y,
-        loss,
-        epsilon=120.0,
-        delta=1e-6,
-        norm_bound=math.sqrt(2),
-        sparsity=3,
-        loss_bound=5.0,
-        confidence=0.6,
-        learning_rate=0.02,
-        rng=np.random.default_rng(2),
-    )
-    eps, _, how = account_records(res.records, 1e-6)
-    assert eps <= 120.0 and how == "basic"
-    assert res.records[0].delta <= 1e-6
+    runs = [
+        boosted_bias_reduced_sgd(
+            design,
+            y,
+            loss,
+            epsilon=120.0,
+            delta=1e-6,
+            norm_bound=math.sqrt(2),
+            sparsity=3,
+            loss_bound=5.0,
+            confidence=0.6,
+            learning_rate=0.02,
+            rng=np.random.default_rng(seed),
+        )
+        for seed in range(7)
+    ]
+    for res in runs:
+        eps, _, how = account_records(res.records, 1e-6)
+        assert eps <= 120.0 and how == "basic"
+        assert res.records[0].delta <= 1e-6
+        assert res.n_iter >= 2
+    # Heavy-tailed runs: one in three ends above the start (measured over eight
+    # seeds, 0.33-2.3 F(0)); the median of seven is below 0.8 F(0).
     f0 = loss.value(design.predict(np.zeros(41)), y).mean()
-    assert loss.value(design.predict(res.coef), y).mean() < 0.8 * f0
-    assert res.n_iter >= 2
+    losses = [loss.value(design.predict(r.coef), y).mean() for r in runs]
+    assert np.median(losses) < 0.8 * f0, losses
 
 
 def test_boosting_non_private_limit_and_validation():

@@ -588,7 +588,8 @@ def test_multiclass_objective_perturbation_limit_matches_scipy():
 def test_objective_perturbation_error_falls_as_epsilon_grows():
     # The certified accuracy is capped at its epsilon = 1 value: with the paper's
     # alpha ~ epsilon^2 the solve loosened as epsilon grew, and a fit at
-    # epsilon = 1e4 was further from the truth than one at epsilon = 8.
+    # epsilon = 400 was further from the truth than one at epsilon = 8 (above ~470
+    # the secure samplers' total variation admits no certificate).
     import warnings
 
     rng = np.random.default_rng(0)
@@ -598,7 +599,7 @@ def test_objective_perturbation_error_falls_as_epsilon_grows():
     w[:5] = [3.33, -2.0, 1.5, -1.0, 0.5]
     y = X @ w + 0.1 * rng.normal(size=n)
     errors = []
-    for eps in (8.0, 1e2, 1e4):
+    for eps in (8.0, 1e2, 4e2):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             est = GaussianWidthDPRegressor(

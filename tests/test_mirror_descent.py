@@ -161,13 +161,16 @@ def test_row_clipping_bounds_gradients():
 
 def test_phased_sgd_noise_and_record(monkeypatch):
     drawn = []
-    real = md.gaussian_noise
+    real = md.GaussianMechanism.release
 
-    def spy(rng, sigma, size=None):
-        drawn.append(sigma)
-        return real(rng, sigma, size)
+    def spy(self, value, rng):
+        # Each phase is a grid release of sensitivity 2 L eta_i.
+        drawn.append(self.sigma)
+        assert self.sigma / self.sensitivity == pytest.approx(ratio)
+        return real(self, value, rng)
 
-    monkeypatch.setattr(md, "gaussian_noise", spy)
+    monkeypatch.setattr(md.GaussianMechanism, "release", spy)
+    ratio = 1.0 / approx_dp_to_gdp(0.5, 1e-5)
     X, y = _logistic_data(n=1000, d=10)
     res = md.phased_dp_sgd(
         LinearDesign(X, False),
@@ -184,7 +187,6 @@ def test_phased_sgd_noise_and_record(monkeypatch):
         (1.0 / L) * min(4 / math.sqrt(1000), 0.5 / math.sqrt(10 * math.log(1e5))),
     )
     # sigma_i / (2 L eta_i) = 1 / mu, mu the exact GDP parameter of (0.5, 1e-5).
-    ratio = 1.0 / approx_dp_to_gdp(0.5, 1e-5)
     assert drawn == pytest.approx(
         [ratio * 2 * L * eta / 4**i for i in range(1, len(drawn) + 1)]
     )

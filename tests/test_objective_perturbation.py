@@ -97,6 +97,21 @@ def test_large_epsilon_scales():
     assert 0 < k4["sigma2"] < math.inf
 
 
+def _spy_release(monkeypatch, drawn, with_noise=False):
+    """Record the output mechanism's release as a draw (its noise, on the grid,
+    is the released value minus the certified solution)."""
+    real = objp.GaussianMechanism.release
+
+    def spy(self, value, rng):
+        out = real(self, value, rng)
+        size = np.shape(value)
+        entry = (self.sigma, size, out - np.asarray(value))
+        drawn.append(entry if with_noise else entry[:2])
+        return out
+
+    monkeypatch.setattr(objp.GaussianMechanism, "release", spy)
+
+
 @pytest.mark.parametrize("loss_name", ["squared", "logistic"])
 @pytest.mark.parametrize("fit_intercept", [False, True])
 def test_noise_scales_drawn_and_feasible(monkeypatch, loss_name, fit_intercept):
@@ -108,6 +123,7 @@ def test_noise_scales_drawn_and_feasible(monkeypatch, loss_name, fit_intercept):
         return real(rng, sigma, size)
 
     monkeypatch.setattr(objp, "gaussian_noise", spy)
+    _spy_release(monkeypatch, drawn)
     X, y = _data(loss=loss_name)
     C = L1Ball(1.0, n_features=50)
     design = LinearDesign(X, fit_intercept)
@@ -125,7 +141,7 @@ def test_noise_scales_drawn_and_feasible(monkeypatch, loss_name, fit_intercept):
     if loss_name == "squared":
         L = R * (math.hypot(1.0, 1.0 if fit_intercept else 0.0) * R + 1.0)
     assert drawn[0][0] == pytest.approx(math.sqrt(128 * math.log(2.5e5)) * L / 0.5)
-    assert drawn[0][1] == design.dim and drawn[1][1] == design.dim
+    assert drawn[0][1] == design.dim and drawn[1][1] == (design.dim,)
     assert drawn[1][0] > 0
     assert C.contains(res.coef[:50], tol=1e-10)
     if fit_intercept:
@@ -267,6 +283,7 @@ def test_multinomial_noise_drawn_with_stated_std(monkeypatch, fit_intercept):
         return out
 
     monkeypatch.setattr(objp, "gaussian_noise", spy)
+    _spy_release(monkeypatch, drawn, with_noise=True)
     K, d = 4, 200
     X, y = _multiclass(n=3000, d=d, K=K, seed=1)
     design = LinearDesign(X, fit_intercept)
@@ -286,7 +303,8 @@ def test_multinomial_noise_drawn_with_stated_std(monkeypatch, fit_intercept):
     (s1, shape1, G), (s2, shape2, H) = drawn
     assert shape1 == shape2 == (design.dim, K) == res.coef.shape
     assert s1 == pytest.approx(objp._sigma1(L, 2.0, 1e-6, 2 * K), rel=1e-12)
-    # Both draws have the stated std: (N - 1) s^2 / sigma^2 ~ chi^2_{N-1}.
+    # Both draws have the stated std: (N - 1) s^2 / sigma^2 ~ chi^2_{N-1} (the
+    # output's grid noise is larger by the factor 1 + 2^-10).
     for sigma, noise in ((s1, G), (s2, H)):
         N = noise.size
         stat = (N - 1) * noise.var(ddof=1) / sigma**2

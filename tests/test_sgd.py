@@ -180,8 +180,21 @@ def test_sgd_is_useful_at_realistic_size():
             scaling="none", algorithm=algorithm, epsilon=2.0, delta=1e-6, random_state=0
         ).fit(X, y)
         if algorithm == "r_aclipped_sgd":
-            # Measured: the restarted schedule with the card's default tuning is
-            # weaker (0.62 here); it must still beat the majority class.
-            assert est.score(X, y) > majority + 0.03, algorithm
+            # Measured: the restarted schedule with its default tuning is weaker
+            # (0.60-0.72 over seeds); the median of three fits must still beat the
+            # majority class.
+            scores = [est.score(X, y)] + [
+                HeavyTailedDPLogistic(
+                    scaling="none",
+                    algorithm=algorithm,
+                    epsilon=2.0,
+                    delta=1e-6,
+                    random_state=seed,
+                )
+                .fit(X, y)
+                .score(X, y)
+                for seed in (1, 2)
+            ]
+            assert np.median(scores) > majority + 0.03, (algorithm, scores)
         else:
             assert est.score(X, y) > ref - 0.12, algorithm

@@ -28,6 +28,7 @@ from .._column_scaling import (
 )
 from ..exceptions import PrivacyBudgetError
 from ..privacy._accounting import gaussian_rho_budget, gdp_to_approx_dp
+from ..privacy._discrete import SecureGenerator
 from ..privacy._ledger import MechanismRecord, PrivacySpent
 from ..privacy._params import (
     COMMON_FIT_CONSTRAINTS,
@@ -69,8 +70,11 @@ SCALING_PARAM_DOC = """
 def make_generator(random_state):
     """``numpy.random.Generator`` from a scikit-learn style ``random_state``.
 
-    ``None`` draws fresh OS entropy (the right choice in production: a fixed seed
-    makes the noise reproducible by anyone who knows it); an int gives bit-for-bit
+    ``None`` gives a :class:`~skdpsco.privacy._discrete.SecureGenerator`: the
+    privacy noise comes from the operating system's cryptographic source and the
+    other randomness from a stream seeded with fresh OS entropy (the right choice
+    in production: a fixed seed makes the noise reproducible by anyone who knows
+    it); an int gives bit-for-bit
     reproducible fits; a ``RandomState`` seeds a Generator from (a copy of) its
     stream; a ``Generator`` is copied. Neither is advanced: whoever holds one (or
     the fitted estimator's ``random_state``) can regenerate the noise, so they
@@ -80,10 +84,11 @@ def make_generator(random_state):
     # estimator (and its pickle) must not hold the generator's post-fit state,
     # from which the noise could be regenerated (it still holds the pre-fit
     # state, which is why such a random_state is for tests only).
+    if isinstance(random_state, SecureGenerator) or random_state is None:
+        # Noise from the OS's cryptographic source (see SecureGenerator).
+        return SecureGenerator(np.random.PCG64())
     if isinstance(random_state, np.random.Generator):
         return copy.deepcopy(random_state)
-    if random_state is None:
-        return np.random.default_rng()
     if isinstance(random_state, Integral):
         return np.random.default_rng(int(random_state))
     if isinstance(random_state, np.random.RandomState):
@@ -376,21 +381,21 @@ class DPLinearModel(BaseEstimator):
 
 
 def canonical_sparse(X, name):
-    """A copy of sparse ``X`` with duplicate entries summed, checked finite.
+    """A copy of sparse ``X`` with duplicate entries summed, saturated to the
+    float range.
 
     A matrix's value at a position is the sum of its stored duplicates, so every
-    bound and statistic is computed on the summed values; a sum past the float
-    range is a non-finite value of the input, refused like one.
+    bound and statistic is computed on the summed values. Each stored entry is
+    finite (validated), so a sum can only overflow, never be NaN; it is clipped
+    to the largest float rather than refused: a refusal would raise on a dataset
+    holding such a record and not on its neighbour (one bit about the record).
+    Every mechanism bounds a record's influence whatever its values.
     """
     X = X.copy()
-    X.sum_duplicates()
     with np.errstate(over="ignore", invalid="ignore"):
-        finite = np.all(np.isfinite(X.data))
-    if not finite:
-        raise ValueError(
-            f"{name}: X contains infinity or a value too large for float64 (its "
-            "duplicate sparse entries sum past the float range)."
-        )
+        X.sum_duplicates()
+    fmax = np.finfo(np.float64).max
+    np.clip(X.data, -fmax, fmax, out=X.data)
     return X
 
 

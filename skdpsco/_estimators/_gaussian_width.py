@@ -484,7 +484,9 @@ default="l1"
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
         Source of the privacy noise (and of the secret shuffle). ``None`` (the
-        default, and the right choice in production) draws fresh entropy; an int
+        default, and the right choice in production) takes the noise from the
+        operating system's cryptographic source and the shuffle from a stream
+        seeded with fresh OS entropy; an int
         makes fits reproducible, which is for tests only: anyone who knows the
         seed can subtract the noise. A ``Generator`` or ``RandomState`` is copied,
         never advanced: like an int, it gives every fit the same noise."""

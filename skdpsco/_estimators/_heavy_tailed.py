@@ -539,7 +539,9 @@ _SHARED_PARAMS_DOC = """
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
         Source of the privacy noise. ``None`` (the default, and the right choice in
-        production) draws fresh entropy; an int makes fits reproducible, which is
+        production) takes the noise from the operating system's cryptographic
+        source (every noisy value lies on a public grid: see the privacy page); an
+        int makes fits reproducible, which is
         for tests only: anyone who knows the seed can subtract the noise. A
         ``Generator`` or ``RandomState`` is copied, never advanced: like an int, it
         gives every fit the same noise."""

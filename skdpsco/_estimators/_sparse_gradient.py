@@ -479,9 +479,10 @@ default="output_perturbation"
         penalty; for ``loss="squared_error"`` also the radius of the l2 ball the
         model is constrained to (intercept included).
     max_iter : int or None, default=None
-        ``"output_perturbation"``: iteration cap of the certified solve; None
-        computes, from public constants only, a cap under which the certificate
-        cannot fail. A smaller cap may make the fit raise
+        ``"output_perturbation"``: the number of iterations of the certified
+        solve, always run in full (so the fit time does not depend on the data);
+        None computes, from public constants only, a count under which the
+        certificate cannot fail. A smaller count may make the fit raise
         :class:`~skdpsco.exceptions.CertificationError`; that outcome depends on
         the data (it reveals one bit), so do not retry with other settings on the
         same data. ``*_gd``: the number of noisy gradient steps, always run in full
@@ -506,12 +507,11 @@ default="output_perturbation"
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
         Source of the privacy noise. None (the default, and the right choice in
-        production) draws fresh entropy; an int makes fits reproducible, for tests
-        only: anyone who knows the seed can subtract the noise (a ``Generator`` or
-        ``RandomState`` is copied, never advanced: like an int, it gives every fit
-        the same noise). NumPy's generators
-        are not cryptographically secure, and floating-point Laplace sampling has
-        known weaknesses (Mironov 2012)."""
+        production) takes the noise from the operating system's cryptographic
+        source; an int makes fits reproducible, for tests only: anyone who knows
+        the seed can subtract the noise (a ``Generator`` or ``RandomState`` is
+        copied, never advanced: like an int, it gives every fit the same noise).
+        Every noisy value lies on a public grid (see the privacy page)."""
 _SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(
     "\n    random_state :", SCALING_PARAM_DOC.rstrip() + "\n    random_state :", 1
 )
@@ -529,10 +529,10 @@ _SHARED_ATTRS_DOC = """
         of each gradient estimate (``*_gd``); the Gaussian standard deviation, or
         the Laplace scale when ``delta = 0``. None for the other algorithms.
     n_iter_ : int
-        ``"output_perturbation"``: the public iteration cap of the certified solve
-        (the number of iterations it actually took depends on the data and is not
-        released); ``*_gd``: the number of steps; ``*_sgd``: the number of steps of
-        the (selected) run, drawn independently of the data; 1 for
+        ``"output_perturbation"``: the public number of iterations of the
+        certified solve (always run in full); ``*_gd``: the number of steps;
+        ``*_sgd``: the number of steps of the (selected) run, drawn independently
+        of the data; 1 for
         ``"sparse_exponential"``.
     privacy_spent_ : PrivacySpent
         What the fit spent: ``epsilon``, ``delta``, the neighbouring relation

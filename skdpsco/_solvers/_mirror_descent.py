@@ -23,8 +23,9 @@ import scipy.sparse as sp
 
 from ..privacy._accounting import approx_dp_to_gdp
 from ..privacy._ledger import MechanismRecord
-from ..privacy._mechanisms import gaussian_noise, generalized_gaussian_noise
+from ..privacy._mechanisms import GaussianMechanism, generalized_gaussian_noise
 from ..privacy._shuffling import shuffle_delta, shuffle_local_epsilon
+from ._design import row_clip_scales, row_lr_norms
 from ._gradient_descent import SolverResult
 
 __all__ = [
@@ -48,11 +49,11 @@ _NOISE_BLOCK = 2**21
 
 def _norm(a, r):
     """``||a||_r`` of the flattened array, scaled by its max to avoid overflow."""
-    a = np.abs(np.asarray(a, dtype=float)).ravel()
+    a = np.abs(np.asarray(a, dtype=float)).reshape(1, -1)
     m = a.max() if a.size else 0.0
     if m == 0 or not math.isfinite(m):
         return float(m)
-    return float(m * np.sum((a / m) ** r) ** (1.0 / r))
+    return float(row_lr_norms(a, r)[0])
 
 
 @dataclass(frozen=True)
@@ -126,34 +127,25 @@ def lp_geometry(p, dim):
 # ---------------------------------------------------- rows: norms and clipping
 
 
+def _row_chunks(design):
+    """Row slices of the design's matrix, at most ``2**21`` entries each."""
+    n, d = design.X.shape
+    step = max(1, min(65536, 2**21 // max(d, 1)))
+    for start in range(0, n, step):
+        yield slice(start, min(start + step, n))
+
+
 def _row_feature_norms(design, r):
     """``||x_i||_r`` of the feature part of every row (the intercept excluded).
 
     Reads the rows in chunks of the design's matrix (a per-row aggregate like
-    :meth:`LinearDesign.row_norms`, for the l_r norm the l_p algorithms need).
+    :meth:`LinearDesign.row_norms`, for the l_r norm the l_p algorithms need),
+    with the overflow-free :func:`~skdpsco._solvers._design.row_lr_norms`: a norm
+    past the float range is ``inf``, and no record raises a floating-point warning.
     """
-    X = design.X
-    n, d = X.shape
-    out = np.empty(n)
-    step = max(1, min(65536, 2**21 // max(d, 1)))
-    for start in range(0, n, step):
-        block = X[start : start + step]
-        if sp.issparse(block):
-            block = sp.csr_matrix(abs(block))
-            m = np.asarray(block.max(axis=1).todense()).ravel()
-            safe = np.where(m > 0, m, 1.0)
-            # Each entry divided by its row's largest (<= 1): no 1 / m, which
-            # overflows for a subnormal m.
-            rows = np.repeat(np.arange(block.shape[0]), np.diff(block.indptr))
-            unit = block.data / safe[rows]
-            s = np.bincount(rows, weights=unit**r, minlength=block.shape[0])
-        else:
-            a = np.abs(np.asarray(block, dtype=float))
-            m = a.max(axis=1) if d else np.zeros(a.shape[0])
-            safe = np.where(m > 0, m, 1.0)
-            s = np.sum((a / safe[:, None]) ** r, axis=1)
-        with np.errstate(over="ignore"):
-            out[start : start + step] = np.where(m > 0, safe * s ** (1.0 / r), 0.0)
+    out = np.empty(design.n_samples)
+    for rows in _row_chunks(design):
+        out[rows] = row_lr_norms(design.X[rows], r)
     return out
 
 
@@ -162,12 +154,15 @@ def _clip_scales(design, r, bound):
 
     Clipping each row to the public bound (before anything else touches it) is what
     makes the worst-case Lipschitz and smoothness constants hold for every possible
-    record (card §5 item 1); it is a function of one row only.
+    record (card §5 item 1); it is a function of one row only. Overflow-free
+    (:func:`~skdpsco._solvers._design.row_clip_scales`): a row whose norm is past
+    the float range is clipped like any other, not dropped, and a subnormal row
+    raises no warning (a warning on one neighbour only would be a side channel).
     """
-    norms = _row_feature_norms(design, r)
-    # Only rows above the bound are divided: a subnormal norm must not overflow
-    # (a warning on one neighbour only would be a side channel).
-    return np.where(norms > bound, bound / np.where(norms > bound, norms, 1.0), 1.0)
+    out = np.empty(design.n_samples)
+    for rows in _row_chunks(design):
+        out[rows] = row_clip_scales(design.X[rows], r, bound)
+    return out
 
 
 def _augmented_norm_bound(bound, r, fit_intercept):
@@ -177,22 +172,32 @@ def _augmented_norm_bound(bound, r, fit_intercept):
     return float((bound**r + 1.0) ** (1.0 / r))
 
 
+#: The clipping factors of extreme rows are tiny (subnormal for a row near the
+#: float limit), so products with them may underflow: harmless, and a warning
+#: raised for one record only would tell neighbouring datasets apart.
+_UNDERFLOW_OK = {"under": "ignore"}
+
+
 def _predict(design, W, scales):
     """Predictions of the row-clipped design: ``s_i <x_i, w> + b``."""
     if not design.fit_intercept:
         Z = design.predict(W)
-        return Z * (scales if Z.ndim == 1 else scales[:, None])
+        with np.errstate(**_UNDERFLOW_OK):
+            return Z * (scales if Z.ndim == 1 else scales[:, None])
     W0 = W.copy()
     W0[design.n_features] = 0.0
     Z = design.predict(W0)
-    Z = Z * (scales if Z.ndim == 1 else scales[:, None])
+    with np.errstate(**_UNDERFLOW_OK):
+        Z = Z * (scales if Z.ndim == 1 else scales[:, None])
     return Z + W[design.n_features]
 
 
 def _weighted_sum(design, C, scales):
     """``sum_i C_i [s_i x_i, 1]`` of the row-clipped design."""
     C = np.asarray(C, dtype=float)
-    out = design.weighted_sum(C * (scales if C.ndim == 1 else scales[:, None]))
+    with np.errstate(**_UNDERFLOW_OK):
+        C_scaled = C * (scales if C.ndim == 1 else scales[:, None])
+    out = design.weighted_sum(C_scaled)
     if design.fit_intercept:
         out[design.n_features] = C.sum(axis=0)
     return out
@@ -214,7 +219,9 @@ def _clipped_dense_rows(design, rows, scales, y):
         X_block = design.subset(block).X
         if sp.issparse(X_block):
             X_block = X_block.toarray()
-        yield np.asarray(X_block, dtype=float) * scales[block][:, None], y[block]
+        with np.errstate(**_UNDERFLOW_OK):
+            X_block = np.asarray(X_block, dtype=float) * scales[block][:, None]
+        yield X_block, y[block]
 
 
 def _param_shape(design, loss, n_classes):
@@ -360,8 +367,14 @@ def noisy_mirror_descent(
         U = loss.derivative(_predict(design, w, scales), y)
         grad = _weighted_sum(design, U, scales) / n
         # Sensitivity 2L/n in ||.||_q (above); GG noise in ||.||_{q+}, Lemma 3.
-        g = generalized_gaussian_noise(rng, sigma, d, geom.q_plus).reshape(shape)
-        y_dual = (beta * y_dual - grad - g) / (beta + alpha_reg)
+        # For q+ = 2 it is the Gaussian mechanism, released on the public grid.
+        if geom.q_plus == 2:
+            noisy = GaussianMechanism(2.0 * L / n, sigma).release(grad, rng)
+        else:
+            noisy = grad + generalized_gaussian_noise(
+                rng, sigma, d, geom.q_plus
+            ).reshape(shape)
+        y_dual = (beta * y_dual - noisy) / (beta + alpha_reg)
         w = geom.grad_phi_star(y_dual)
         coef += weights[t] * w
     record = MechanismRecord(
@@ -475,15 +488,18 @@ def phased_dp_sgd(
         for X_chunk, y_chunk in _clipped_dense_rows(design, rows, scales, y):
             for x, y_j in zip(X_chunk, y_chunk, strict=True):
                 # One SGD step on one (clipped) record: the gradient is u (outer) x~.
-                z = x @ w[:d_x] + (w[d_x] if design.fit_intercept else 0.0)
-                U = loss.derivative(np.asarray(z)[None], np.asarray([y_j]))[0]
-                w[:d_x] -= eta_i * np.multiply.outer(x, U)
+                with np.errstate(**_UNDERFLOW_OK):
+                    z = x @ w[:d_x] + (w[d_x] if design.fit_intercept else 0.0)
+                    U = loss.derivative(np.asarray(z)[None], np.asarray([y_j]))[0]
+                    w[:d_x] -= eta_i * np.multiply.outer(x, U)
                 if design.fit_intercept:
                     w[d_x] -= eta_i * U
                 w_sum += w
         n_steps += n_i
-        # Sensitivity 2 L eta_i (docstring); sigma_i = ratio * 2 L eta_i.
-        w = w_sum / n_i + gaussian_noise(rng, ratio * 2.0 * L * eta_i, shape)
+        # Sensitivity 2 L eta_i (docstring); sigma_i = ratio * 2 L eta_i; the
+        # release is on the public grid (privacy page).
+        phase = GaussianMechanism(2.0 * L * eta_i, ratio * 2.0 * L * eta_i)
+        w = phase.release(w_sum / n_i, rng)
     record = MechanismRecord(
         "phased SGD averages (Thm 8 / FKT20; disjoint phases, parallel composition)",
         "gaussian",
@@ -722,14 +738,18 @@ def shuffled_mirror_descent(
         b_t = rows.size
         batch = design.subset(rows)
         U = loss.derivative(_predict(batch, w, ones[:b_t]), y[rows])
-        # ||u_i x_i||_q = ||u_i||_q ||x_i||_q (entrywise norm of an outer product).
-        mag = (
-            np.abs(U)
-            if U.ndim == 1
-            else np.sum(np.abs(U) ** geom.q, axis=1) ** (1.0 / geom.q)
-        )
-        keep = (mag * row_q[rows] <= tau).astype(float)
-        U = U * (keep if U.ndim == 1 else keep[:, None])
+        # ||u_i x_i||_q = ||u_i||_q ||x_i||_q (entrywise norm of an outer product),
+        # each factor overflow-free. Their product may pass the float range (inf:
+        # correctly above tau, so zeroed), underflow (a subnormal row, kept) or be
+        # inf * 0 = NaN (a zero gradient, which zeroing leaves zero): all are
+        # handled, so none warns.
+        mag = np.abs(U) if U.ndim == 1 else row_lr_norms(U, geom.q)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            keep = mag * row_q[rows] <= tau
+        # Select, not multiply by a 0/1 mask: the squared loss's derivative of an
+        # extreme record can be +-inf, and inf * 0 is NaN (NaN coefficients on one
+        # neighbour only).
+        U = np.where(keep if U.ndim == 1 else keep[:, None], U, 0.0)
         g_sum = _weighted_sum(batch, U, ones[:b_t])
         if variant == "shuffled":
             # Local randomizer per record: sensitivity 2 tau in ||.||_q (Lemma 3).
@@ -742,9 +762,14 @@ def shuffled_mirror_descent(
         else:
             # Batch mean: sensitivity 2 tau / b in ||.||_q; b = floor(n / T) is
             # the smallest batch size.
-            g_bar = g_sum / b_t + generalized_gaussian_noise(
-                rng, sigma, d, geom.q_plus
-            ).reshape(shape)
+            if geom.q_plus == 2:  # the Gaussian mechanism, on the public grid
+                g_bar = GaussianMechanism(2.0 * tau / b_t, sigma).release(
+                    g_sum / b_t, rng
+                )
+            else:
+                g_bar = g_sum / b_t + generalized_gaussian_noise(
+                    rng, sigma, d, geom.q_plus
+                ).reshape(shape)
         theta = gamma * geom.grad_phi(w) - g_bar
         w = _bregman_step(geom, constraint, theta, gamma)
         coef += w / T

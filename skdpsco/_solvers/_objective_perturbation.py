@@ -52,7 +52,7 @@ from scipy import stats
 from .._constraints import Box, GroupL12Ball
 from ..privacy._accounting import calibrate_analytic_gaussian
 from ..privacy._ledger import MechanismRecord
-from ..privacy._mechanisms import gaussian_noise
+from ..privacy._mechanisms import GaussianMechanism, gaussian_noise
 from ._certified import certified_minimize
 from ._gradient_descent import SolverResult
 from ._mirror_descent import _clip_scales, _predict, _weighted_sum
@@ -431,6 +431,9 @@ def approximate_objective_perturbation(
             raise ValueError(f"multinomial labels must be in {{0, ..., {K - 1}}}.")
     # Objective perturbation: replacing one record moves n grad L^(theta*) by at
     # most 2L, inside a fixed subspace of dimension m (Theorem 1; sigma_1 above).
+    # G stays continuous (the theorem's change of variables needs its density);
+    # it is never released: the output is a grid value of the output mechanism
+    # below, whose noise hides the minimiser's low-order bits.
     G = gaussian_noise(rng, k["sigma1"], shape)
 
     def value_and_grad(w):
@@ -438,6 +441,9 @@ def approximate_objective_perturbation(
         grad = _weighted_sum(design, loss.derivative(z, y), scales) / n
         return None, grad + G / n + 2.0 * c_tot * w
 
+    # The solve stops at its certificate (within the public cap max_iter): its
+    # running time depends on the data (see the threat model in the privacy
+    # page); the iteration count itself is not released.
     result = certified_minimize(
         value_and_grad,
         feasible.project,
@@ -451,7 +457,12 @@ def approximate_objective_perturbation(
     # coupling G' so that theta*(D', G') = theta*(D, G) gives ||theta_2 - theta_2'||
     # <= 2 gamma (card §3.1): Gaussian mechanism of sensitivity 2 gamma (Frobenius
     # norm for a matrix; the coupling argument is the same in R^(dim K)).
-    coef = feasible.project(result.w + gaussian_noise(rng, k["sigma2"], shape))
+    output = GaussianMechanism(
+        2.0 * k["gamma"],
+        k["sigma2"],
+        name="output perturbation of the certified approximation (SZW Alg. 1 step 5)",
+    )
+    coef = feasible.project(output.release(result.w, rng))
     records = [
         MechanismRecord(
             "objective perturbation of the exact minimiser (SZW Thm 1)",
@@ -460,12 +471,6 @@ def approximate_objective_perturbation(
             epsilon=epsilon / 2.0,
             delta=delta / 2.0,
         ),
-        MechanismRecord(
-            "output perturbation of the certified approximation (SZW Alg. 1 step 5)",
-            "gaussian",
-            count=1,
-            sensitivity=2.0 * k["gamma"],
-            scale=k["sigma2"],
-        ),
+        output.record(),
     ]
     return SolverResult(coef=coef, n_iter=int(max_iter), records=records)

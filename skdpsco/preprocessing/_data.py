@@ -174,7 +174,8 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         privacy.
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
-        Source of the privacy noise; ``None`` (production) draws fresh entropy. An
+        Source of the privacy noise; ``None`` (production) takes it from the
+        operating system's cryptographic source. An
         int, ``Generator`` or ``RandomState`` (copied, never advanced) gives every
         fit the same noise: for tests only.
 

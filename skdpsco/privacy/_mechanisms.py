@@ -1,17 +1,87 @@
-"""Noise mechanisms: the only place in skdpsco where noise is drawn (design.md §4.4).
+"""Noise mechanisms: the only place in skdpsco where noise is drawn.
 
 Every function takes an explicit :class:`numpy.random.Generator`. A mechanism object
 pairs a noise draw with the ledger record that the accountant composes, so that what
 was released and what was accounted can never drift apart.
+
+The Gaussian and Laplace mechanisms release values on a public grid (Mironov 2012;
+Canonne, Kamath & Steinke 2020): the noise-free value is rounded to a power-of-two
+step ``gamma`` fixed by the sensitivity and the dimension before the data are read,
+and integer noise from :mod:`skdpsco.privacy._discrete` is added, so the set of
+values a release can take is the same grid whatever the data. Rounding moves each
+of the ``m`` coordinates by at most ``gamma / 2``, which grows the l2-sensitivity
+to at most ``Delta + sqrt(m) gamma <= Delta (1 + 2^-10)`` (l1: ``Delta_1 + m gamma
+<= Delta_1 (1 + 2^-10)``); the noise is scaled up by the same factor, so the
+ratio of sensitivity to noise, hence every privacy statement, is the one recorded.
 """
 
 import math
 
 import numpy as np
 
+from ._discrete import COUPLING_SIGMA, discrete_gaussian, discrete_laplace
 from ._ledger import MechanismRecord
 
+#: Relative growth of the sensitivity from rounding to the grid, paid by noise
+#: larger by the same factor.
+GRID_SLACK = 2.0**-10
+#: Noise-free values are clamped to +-2^52 grid steps before rounding (a
+#: 1-Lipschitz map: the sensitivity does not grow), so grid values stay exact.
+_MAX_STEPS = 2.0**52
+
+
+def grid_step(scale, n_coordinates, norm="l2"):
+    """Public power-of-two grid step for a release of ``n_coordinates`` values
+    of scale ``scale`` (the smaller of the sensitivity and the noise scale): the largest
+    ``gamma`` with ``sqrt(m) gamma`` (l2) or ``m gamma`` (l1) at most
+    ``2^-10 scale``."""
+    m = max(int(n_coordinates), 1)
+    spread = math.sqrt(m) if norm == "l2" else float(m)
+    target = scale * GRID_SLACK
+    # The largest power of two at most target / spread, exactly (frexp, not a
+    # rounded log2), then checked against the product as computed.
+    _, exponent = math.frexp(target / spread)
+    gamma = math.ldexp(1.0, exponent - 1)
+    while spread * gamma > target:
+        gamma /= 2.0
+    return gamma
+
+
+def _grid_steps(value, gamma):
+    """``round(value / gamma)`` as integers, NaN to 0 and clamped to +-2^52
+    (fixed maps of the noise-free value: no data-dependent error or warning)."""
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        steps = np.asarray(value, dtype=float) / gamma
+    steps = np.nan_to_num(steps, nan=0.0, posinf=_MAX_STEPS, neginf=-_MAX_STEPS)
+    return np.rint(np.clip(steps, -_MAX_STEPS, _MAX_STEPS)).astype(np.int64)
+
+
+def _from_grid(steps, gamma):
+    # An int64 below 2^63 times a power of two: a fixed map of the integer.
+    with np.errstate(over="ignore"):
+        return steps.astype(float) * gamma
+
+
+#: Coordinates per chunk of a release: the samplers' integer temporaries stay
+#: near a megabyte whatever the dimension.
+_CHUNK = 2**16
+
+
+def _release_in_chunks(value, gamma, noise):
+    """``(round(value / gamma) + noise) gamma``, ``noise(k)`` drawing ``k``
+    integers, in chunks of :data:`_CHUNK` coordinates."""
+    flat = value.reshape(-1)
+    out = np.empty(flat.size)
+    for start in range(0, flat.size, _CHUNK):
+        part = flat[start : start + _CHUNK]
+        out[start : start + part.size] = _from_grid(
+            _grid_steps(part, gamma) + noise(part.size), gamma
+        )
+    return out.reshape(value.shape)
+
+
 __all__ = [
+    "GRID_SLACK",
     "GaussianMechanism",
     "LaplaceMechanism",
     "arsinh_normal_noise",
@@ -143,9 +213,50 @@ class GaussianMechanism:
         )
 
     def release(self, value, rng):
-        """Return ``value`` plus Gaussian noise of std ``sigma`` (same shape)."""
+        """Return ``value`` plus Gaussian noise of std ``sigma`` (same shape), on a
+        public grid.
+
+        The value is rounded to the grid step of :func:`grid_step` and discrete
+        Gaussian noise of variance ``(sigma (1 + 2^-10) / gamma)^2 + 36`` (grid
+        units) is added (an integer array, e.g. counts, is on the grid already:
+        step ``min(1, 2^floor(log2(sigma / 2^7)))``, variance ``(sigma / gamma)^2
+        + 36``). By Peikert's convolution theorem (2010, Thm 3.1, with a
+        continuous first stage) that noise is, within total variation
+        ``2^-780`` per coordinate, a continuous Gaussian of std ``sigma (1 +
+        2^-10) / gamma`` followed by a data-independent randomised rounding (a
+        discrete Gaussian of std 6 on the coset), so the release is a
+        post-processing of the Gaussian mechanism with sensitivity ``Delta (1 +
+        2^-10)`` and noise ``sigma (1 + 2^-10)``: the recorded ``(Delta,
+        sigma)``, up to that total variation, which the accountant adds to
+        delta.
+        """
+        _check_rng(rng)
+        integer = np.issubdtype(np.asarray(value).dtype, np.integer)
         value = np.asarray(value, dtype=float)
-        return value + gaussian_noise(rng, self.sigma, value.shape)
+        if self.sigma == 0:
+            return value.copy()
+        if integer:
+            # Integer-valued queries (counts) already lie on the grid of any
+            # step 2^-j <= 1: no rounding, no growth of the sensitivity. The step
+            # keeps the noise at least 2^7 steps wide (the coupling part, 6
+            # steps, then adds at most 0.2% to its variance).
+            gamma = min(1.0, 2.0 ** math.floor(math.log2(self.sigma * 2.0**-7)))
+            grid_sigma = self.sigma / gamma
+        else:
+            # The step is below 2^-10 of both the sensitivity and the noise, so
+            # the noise spans at least 2^10 steps (the coupling part, 6 steps, is
+            # then negligible and the noise vanishes with sigma).
+            ref = (
+                min(self.sensitivity, self.sigma)
+                if self.sensitivity > 0
+                else self.sigma
+            )
+            gamma = grid_step(ref, value.size)
+            grid_sigma = self.sigma * (1.0 + GRID_SLACK) / gamma
+        variance = grid_sigma**2 + COUPLING_SIGMA**2
+        return _release_in_chunks(
+            value, gamma, lambda k: discrete_gaussian(rng, variance, k)
+        )
 
     def record(self, count=1):
         """Ledger record for ``count`` releases of this mechanism."""
@@ -196,8 +307,21 @@ class LaplaceMechanism:
         return math.inf if self.scale == 0 else self.sensitivity / self.scale
 
     def release(self, value, rng):
+        """Return ``value`` plus Laplace noise of scale ``b`` (same shape), on a
+        public grid: the value rounded to the step ``gamma`` of
+        :func:`grid_step` (l1), plus exact discrete Laplace noise
+        ``P[z] ~ exp(-|z| / t)``, ``t = ceil(b (1 + 2^-10) / gamma)``: with the
+        rounded query's l1-sensitivity at most ``Delta_1 (1 + 2^-10) / gamma``
+        steps, it is ``Delta_1 / b``-DP (Canonne, Kamath & Steinke 2020, the
+        discrete Laplace mechanism)."""
+        _check_rng(rng)
         value = np.asarray(value, dtype=float)
-        return value + laplace_noise(rng, self.scale, value.shape)
+        if self.scale == 0:
+            return value.copy()
+        ref = min(self.sensitivity, self.scale) if self.sensitivity > 0 else self.scale
+        gamma = grid_step(ref, value.size, norm="l1")
+        t = math.ceil(self.scale * (1.0 + GRID_SLACK) / gamma)
+        return _release_in_chunks(value, gamma, lambda k: discrete_laplace(rng, t, k))
 
     def record(self, count=1):
         return MechanismRecord(

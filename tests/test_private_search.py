@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from _search_spy import spy_on_runs
 from scipy import stats
 from sklearn.base import BaseEstimator, ClassifierMixin, clone, is_classifier
 from sklearn.datasets import make_classification
@@ -15,7 +16,6 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
 from skdpsco.exceptions import PrivacyBudgetError
 from skdpsco.model_selection import PrivateSearchCV
-from skdpsco.model_selection import _search as _search_module
 from skdpsco.model_selection._search import PrivateSearchCV as _PSCV
 from skdpsco.preprocessing import DPStandardScaler
 from skdpsco.privacy import (
@@ -83,23 +83,10 @@ def test_end_to_end_spend_within_the_ask(fitted, clf_data):
     )
 
 
-def _spy_on_runs(monkeypatch):
-    """Record K, the hidden number of runs, as the sampler returns it."""
-    drawn = []
-    sampler = _search_module.truncated_negative_binomial
-
-    def spy(*args, **kwargs):
-        drawn.append(sampler(*args, **kwargs))
-        return drawn[-1]
-
-    monkeypatch.setattr(_search_module, "truncated_negative_binomial", spy)
-    return drawn
-
-
 def test_every_run_fits_within_its_share(clf_data, monkeypatch):
     """Each fit of the search (probes included) spends at most the per-run rho."""
     X, y = clf_data
-    drawn = _spy_on_runs(monkeypatch)
+    drawn = spy_on_runs(monkeypatch)
     seen = []
     original = _PSCV._check_run
 
@@ -242,7 +229,7 @@ class _TinyDP(ClassifierMixin, BaseEstimator):
 
 
 def test_number_of_runs_follows_the_selection_distribution(monkeypatch):
-    drawn = _spy_on_runs(monkeypatch)
+    drawn = spy_on_runs(monkeypatch)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((200, 2))
     y = (X[:, 0] > 0).astype(int)
@@ -491,7 +478,7 @@ def test_runs_emit_no_warnings_and_grid_objects_are_cloned(clf_data, monkeypatch
     import warnings
 
     X, y = clf_data
-    drawn = _spy_on_runs(monkeypatch)
+    drawn = spy_on_runs(monkeypatch)
     candidates = [HeavyTailedDPLogistic(C=0.1), HeavyTailedDPLogistic(C=10.0)]
     pipe = Pipeline(
         [

@@ -13,12 +13,12 @@ import warnings
 
 import numpy as np
 import pytest
+from _search_spy import spy_on_runs
 from sklearn.datasets import make_classification
 from sklearn.pipeline import Pipeline
 
 from skdpsco import HeavyTailedDPLogistic
 from skdpsco.model_selection import PrivateSearchCV
-from skdpsco.model_selection import _search as _search_module
 from skdpsco.preprocessing import DPStandardScaler
 
 _LOGGER = logging.getLogger("skdpsco.tests.hidden_runs")
@@ -30,19 +30,6 @@ def clf_data():
         600, 4, n_informative=3, n_redundant=0, class_sep=2.0, random_state=0
     )
     return X / 5.0, y  # inside the scaler's public box
-
-
-def _spy_on_runs(monkeypatch):
-    """Record K, the hidden number of runs, as the sampler returns it."""
-    drawn = []
-    sampler = _search_module.truncated_negative_binomial
-
-    def spy(*args, **kwargs):
-        drawn.append(sampler(*args, **kwargs))
-        return drawn[-1]
-
-    monkeypatch.setattr(_search_module, "truncated_negative_binomial", spy)
-    return drawn
 
 
 class _Chatty(HeavyTailedDPLogistic):
@@ -85,7 +72,7 @@ def test_hidden_runs_print_log_and_warn_nothing(clf_data, monkeypatch, capsys, c
     # 10 * (2 + K) for verbose=1, and K was read off stdout exactly.
     X, y = clf_data
     estimator, grid = list(_searches())[case]
-    drawn = _spy_on_runs(monkeypatch)
+    drawn = spy_on_runs(monkeypatch)
     seen = []
     for seed in range(6):
         records = []
@@ -189,7 +176,7 @@ def test_unseeded_search_fits_every_run_with_fresh_entropy(clf_data, monkeypatch
     # one of 2^31 reproducible streams: with random_state=None, every fit (probes
     # and hidden runs) gets random_state=None and draws fresh OS entropy.
     X, y = clf_data
-    drawn = _spy_on_runs(monkeypatch)
+    drawn = spy_on_runs(monkeypatch)
     monkeypatch.setattr(_Recorder, "seen", [])
     monkeypatch.setattr(_RecordingScaler, "seen", [])
     pipe = Pipeline(
@@ -209,7 +196,7 @@ def test_unseeded_search_fits_every_run_with_fresh_entropy(clf_data, monkeypatch
 
 def test_seeded_search_still_seeds_its_runs(clf_data, monkeypatch):
     X, y = clf_data
-    drawn = _spy_on_runs(monkeypatch)
+    drawn = spy_on_runs(monkeypatch)
     monkeypatch.setattr(_Recorder, "seen", [])
     search = PrivateSearchCV(_Recorder(max_iter=5), {"C": [0.1, 1.0]}, random_state=1)
     search.fit(X, y)

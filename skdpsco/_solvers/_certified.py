@@ -98,6 +98,32 @@ def _residual_certificate(grad, project, w, g, H, mu):
     return w_plus, g_plus, residual / mu
 
 
+def _accelerated_setup(value_and_grad, project, mu, smoothness, tol, count, name):
+    """Checked arguments of the accelerated solvers: ``(project, grad, H,
+    momentum)``, the momentum ``(1 - sqrt(mu / H)) / (1 + sqrt(mu / H))``."""
+    if not (mu > 0 and math.isfinite(mu)):
+        raise ValueError(f"mu must be finite and > 0, got {mu!r}.")
+    if not (smoothness >= mu and math.isfinite(smoothness)):
+        raise ValueError(
+            f"smoothness must be finite and >= mu, got {smoothness!r} (mu={mu!r})."
+        )
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol!r}.")
+    if int(count) != count or count < 1:
+        raise ValueError(f"{name} must be a positive integer, got {count!r}.")
+    if project is None:
+
+        def project(w):
+            return w
+
+    def grad(w):
+        return np.asarray(value_and_grad(w)[1], dtype=float)
+
+    H = float(smoothness)
+    root = math.sqrt(mu / H)
+    return project, grad, H, (1.0 - root) / (1.0 + root)
+
+
 def certified_minimize(
     value_and_grad,
     project,
@@ -172,28 +198,10 @@ def certified_minimize(
        optimization in (non)-Euclidean space revisited (Algorithm 1, step 4: the
        optimiser ``O(J, alpha)``; its accuracy must hold deterministically).
     """
-    if not (mu > 0 and math.isfinite(mu)):
-        raise ValueError(f"mu must be finite and > 0, got {mu!r}.")
-    if not (smoothness >= mu and math.isfinite(smoothness)):
-        raise ValueError(
-            f"smoothness must be finite and >= mu, got {smoothness!r} (mu={mu!r})."
-        )
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0, got {tol!r}.")
-    if int(max_iter) != max_iter or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}.")
+    project, grad, H, momentum = _accelerated_setup(
+        value_and_grad, project, mu, smoothness, tol, max_iter, "max_iter"
+    )
     check_every = max(1, int(check_every))
-    if project is None:
-
-        def project(w):
-            return w
-
-    def grad(w):
-        return np.asarray(value_and_grad(w)[1], dtype=float)
-
-    H = float(smoothness)
-    root = math.sqrt(mu / H)
-    momentum = (1.0 - root) / (1.0 + root)
     x = project(np.array(w0, dtype=float, copy=True))
     y = x.copy()
     g_y = grad(y)
@@ -315,27 +323,9 @@ def certified_minimize_fixed(
     .. [1] Beck, A. (2017). First-Order Methods in Optimization. SIAM. §10.7.7
        (V-FISTA) and Theorem 10.42.
     """
-    if not (mu > 0 and math.isfinite(mu)):
-        raise ValueError(f"mu must be finite and > 0, got {mu!r}.")
-    if not (smoothness >= mu and math.isfinite(smoothness)):
-        raise ValueError(
-            f"smoothness must be finite and >= mu, got {smoothness!r} (mu={mu!r})."
-        )
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0, got {tol!r}.")
-    if int(n_iter) != n_iter or n_iter < 1:
-        raise ValueError(f"n_iter must be a positive integer, got {n_iter!r}.")
-    if project is None:
-
-        def project(w):
-            return w
-
-    def grad(w):
-        return np.asarray(value_and_grad(w)[1], dtype=float)
-
-    H = float(smoothness)
-    root = math.sqrt(mu / H)
-    momentum = (1.0 - root) / (1.0 + root)
+    project, grad, H, momentum = _accelerated_setup(
+        value_and_grad, project, mu, smoothness, tol, n_iter, "n_iter"
+    )
     x = project(np.array(w0, dtype=float, copy=True))
     y = x
     for _ in range(int(n_iter)):

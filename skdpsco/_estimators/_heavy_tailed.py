@@ -347,7 +347,7 @@ class _HeavyTailedBase(DPLinearModel):
             # the public table over classes_, never the largest over the records:
             # that one depends on which labels occur in the private y, and would
             # rescale every record's contribution, the penalty and the step size
-            # between neighbours (a release found in review, tested).
+            # between neighbours (tested).
             sample_weight, top = weighting
             sample_weight, l2_penalty = sample_weight / top, l2_penalty / top
         build_plan, all_gaussian, weighted = _ALGORITHMS[self.algorithm]

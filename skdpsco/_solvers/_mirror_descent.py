@@ -154,7 +154,8 @@ def _clip_scales(design, r, bound):
 
     Clipping each row to the public bound (before anything else touches it) is what
     makes the worst-case Lipschitz and smoothness constants hold for every possible
-    record (card §5 item 1); it is a function of one row only. Overflow-free
+    record (Su, Zhao & Wang's bounded-feature assumption); it is a function of one
+    row only. Overflow-free
     (:func:`~skdpsco._solvers._design.row_clip_scales`): a row whose norm is past
     the float range is clipped like any other, not dropped, and a subnormal row
     raises no warning (a warning on one neighbour only would be a side channel).

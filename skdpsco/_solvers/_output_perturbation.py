@@ -25,8 +25,8 @@ The solve runs a public number of iterations, :func:`certified_iteration_budget`
 (or the caller's ``max_iter``), always in full, and checks the certificate once at
 the end (:func:`~skdpsco._solvers._certified.certified_minimize_fixed`). Stopping
 as soon as the certificate holds would make the number of iterations, hence the fit
-time, a function of the private data (found in review: 5 against 110 iterations on
-two neighbouring datasets, told apart by timing every fit).
+time, a function of the private data (5 against 110 iterations on two neighbouring
+datasets, told apart by timing every fit).
 
 For ``delta = 0`` (smooth loss, unconstrained) the l1-sensitivity of ``w*`` is bounded
 by ``(2 sqrt(2 s) L / (lambda n)) (2H/lambda + 1)`` (Thm 7.1, kept as printed: it was
@@ -121,8 +121,8 @@ def certificate_floor(lipschitz, smoothness, l2_penalty):
     margin is at most ``64 eps (14 L + 12 (H + lambda) L / lambda) / lambda``,
     public. A ``tol_w`` below it could never be certified, and whether the actual
     margin (which grows with the data-dependent ``||w*||``) exceeds ``tol_w`` would
-    decide between a release and an exception: a one-bit data-dependent release
-    (card §4 item 3 [REVIEW]; found in review). ``tol_w`` is floored at 16 times
+    decide between a release and an exception: a one-bit data-dependent release.
+    ``tol_w`` is floored at 16 times
     the bound; the noise is calibrated to the floored ``tol_w``, so privacy holds
     for any ``tol``.
     """
@@ -424,7 +424,8 @@ def output_perturbation(design, y, loss, *, n_outputs, plan, radius=None, rng):
     -------
     SolverResult
         ``n_iter`` is ``plan.max_iter``: public, and the number of iterations the
-        solve actually ran (it never stops early, card §4 item 11).
+        solve actually ran (it never stops early: the fit time must not depend on
+        the data).
 
     Raises
     ------

@@ -804,7 +804,7 @@ default=None
         score, index, est, shown = best
         # The run's seeds were drawn from the search's generator and set as plain
         # ints on its steps: left on the released model, they would let anyone
-        # regenerate its noise and subtract it (a leak found in review). The
+        # regenerate its noise and subtract it. The
         # released estimator carries the user's own random_state values.
         est.set_params(**_random_state_params(self.estimator))
         # Its verbose settings, switched off for the run, are the user's again.

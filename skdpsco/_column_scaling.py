@@ -388,8 +388,12 @@ class _Budget:
         one up, ``(sqrt(2), 2)``; a mean: one coordinate, ``(c, c)``)."""
         l2, l1 = per_column
         if self.rho is not None:
+            # Histograms (the count move) take integer values: released unrounded.
             return GaussianMechanism.from_zcdp(
-                l2 * math.sqrt(d), self.rho * share, name=name
+                l2 * math.sqrt(d),
+                self.rho * share,
+                name=name,
+                integer=per_column is _COUNT_MOVE,
             )
         return LaplaceMechanism.from_epsilon(l1 * d, self.epsilon * share, name=name)
 

@@ -288,7 +288,7 @@ def range_histogram_mechanism(rho_p, n_coordinates=1, name="range histogram"):
     rho_p = _check_positive(rho_p, "rho_p", allow_inf=True)
     q = _check_count(n_coordinates, "n_coordinates")
     sigma = sigma_for_zcdp(math.sqrt(2.0), rho_p)  # = 1 / sqrt(rho_p)
-    return GaussianMechanism(math.sqrt(2.0 * q), sigma, name=name)
+    return GaussianMechanism(math.sqrt(2.0 * q), sigma, name=name, integer=True)
 
 
 def _noisy_argmax_midpoints(counts, grid, mechanism, rng):

@@ -174,6 +174,9 @@ class GaussianMechanism:
         Noise standard deviation per coordinate.
     name : str
         Ledger label.
+    integer : bool, default=False
+        The query takes integer values by construction (counts): they are
+        released without rounding (see :meth:`release`).
 
     Examples
     --------
@@ -187,7 +190,7 @@ class GaussianMechanism:
     (3,)
     """
 
-    def __init__(self, sensitivity, sigma, name="gaussian"):
+    def __init__(self, sensitivity, sigma, name="gaussian", integer=False):
         if not (sensitivity >= 0 and math.isfinite(sensitivity)):
             raise ValueError(
                 f"sensitivity must be finite and >= 0, got {sensitivity!r}."
@@ -197,11 +200,12 @@ class GaussianMechanism:
         self.sensitivity = float(sensitivity)
         self.sigma = float(sigma)
         self.name = name
+        self.integer = bool(integer)
 
     @classmethod
-    def from_zcdp(cls, sensitivity, rho, name="gaussian"):
+    def from_zcdp(cls, sensitivity, rho, name="gaussian", integer=False):
         """The Gaussian mechanism that costs exactly ``rho`` zCDP."""
-        return cls(sensitivity, sigma_for_zcdp(sensitivity, rho), name)
+        return cls(sensitivity, sigma_for_zcdp(sensitivity, rho), name, integer)
 
     @property
     def rho(self):
@@ -218,9 +222,11 @@ class GaussianMechanism:
 
         The value is rounded to the grid step of :func:`grid_step` and discrete
         Gaussian noise of variance ``(sigma (1 + 2^-10) / gamma)^2 + 36`` (grid
-        units) is added (an integer array, e.g. counts, is on the grid already:
-        step ``min(1, 2^floor(log2(sigma / 2^7)))``, variance ``(sigma / gamma)^2
-        + 36``). By Peikert's convolution theorem (2010, Thm 3.1, with a
+        units) is added. A mechanism made with ``integer=True`` (its query takes
+        integer values by construction, e.g. counts; a public property of the
+        code, never read from the data) releases them without rounding: step
+        ``min(1, 2^floor(log2(sigma / 2^7)))``, variance ``(sigma / gamma)^2 +
+        36``. By Peikert's convolution theorem (2010, Thm 3.1, with a
         continuous first stage) that noise is, within total variation
         ``2^-780`` per coordinate, a continuous Gaussian of std ``sigma (1 +
         2^-10) / gamma`` followed by a data-independent randomised rounding (a
@@ -231,11 +237,10 @@ class GaussianMechanism:
         delta.
         """
         _check_rng(rng)
-        integer = np.issubdtype(np.asarray(value).dtype, np.integer)
         value = np.asarray(value, dtype=float)
         if self.sigma == 0:
             return value.copy()
-        if integer:
+        if self.integer:
             # Integer-valued queries (counts) already lie on the grid of any
             # step 2^-j <= 1: no rounding, no growth of the sensitivity. The step
             # keeps the noise at least 2^7 steps wide (the coupling part, 6

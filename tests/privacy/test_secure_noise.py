@@ -211,8 +211,11 @@ def test_integer_counts_are_released_without_rounding():
     # Counts are on the grid already: the noise has std sigma (no 2^-10 slack)
     # (the coupling part is 6 steps of 1/4) and the outputs are multiples of 1/4.
     rng = np.random.default_rng(8)
-    mech = GaussianMechanism(math.sqrt(2.0), 40.0)
+    mech = GaussianMechanism(math.sqrt(2.0), 40.0, integer=True)
     counts = rng.integers(0, 1000, size=200_000)
+    # The path is a property of the mechanism, never of the value's dtype.
+    float_path = GaussianMechanism(math.sqrt(2.0), 40.0).release(counts, rng)
+    assert not np.array_equal(4 * float_path, np.round(4 * float_path))
     out = mech.release(counts, rng)
     assert (out - counts).std() == pytest.approx(40.0, rel=0.01)
     np.testing.assert_array_equal(4 * out, np.round(4 * out))

@@ -163,18 +163,27 @@ def _uniform_words32(rng, count):
 
 
 def _bernoulli_exp_fraction(rng, num, den):
-    """``Bernoulli(exp(-num / den))`` for int64 arrays ``0 <= num <= den``,
-    ``den < 2^49`` (Canonne, Kamath & Steinke 2020, Algorithm 1: count the
-    successes ``K - 1`` of ``Bernoulli(gamma / K)``, ``K = 1, 2, ...``; the result
-    is whether ``K`` is odd)."""
-    k = np.ones(num.shape, dtype=np.int64)
+    """``Bernoulli(exp(-num / den))`` for an int64 array ``0 <= num <= den``,
+    ``den`` an int or an int64 array below ``2^49`` (Canonne, Kamath & Steinke
+    2020, Algorithm 1: count the successes ``K - 1`` of ``Bernoulli(gamma / K)``,
+    ``K = 1, 2, ...``; the result is whether ``K`` is odd).
+
+    The elements still running all share ``K``, so each round is one draw of
+    uniform integers below ``den K`` (a scalar bound when ``den`` is one).
+    """
+    num = np.asarray(num, dtype=np.int64)
+    scalar = np.ndim(den) == 0
+    odd = np.empty(num.shape, dtype=bool)
     todo = np.arange(num.size)
+    k = 1
     while todo.size:
         # Bernoulli(num / (den K)) from a uniform integer below den K.
-        hit = _uniform_below(rng, den[todo] * k[todo], todo.size) < num[todo]
-        k[todo[hit]] += 1
+        high = int(den) * k if scalar else den[todo] * k
+        hit = _uniform_below(rng, high, todo.size) < num[todo]
+        odd[todo[~hit]] = k % 2 == 1
         todo = todo[hit]
-    return k % 2 == 1
+        k += 1
+    return odd
 
 
 def bernoulli_exp(rng, num, den):
@@ -198,11 +207,8 @@ def bernoulli_exp(rng, num, den):
     # exp(-q) as q independent Bernoulli(exp(-1)), stopping at the first failure.
     todo = np.flatnonzero(ok & (whole > 0))
     left = whole.copy()
-    one = np.ones(1, dtype=np.int64)
     while todo.size:
-        hit = _bernoulli_exp_fraction(
-            rng, np.broadcast_to(one, todo.shape), np.broadcast_to(one, todo.shape)
-        )
+        hit = _bernoulli_exp_fraction(rng, np.ones(todo.size, dtype=np.int64), 1)
         ok[todo[~hit]] = False
         left[todo] -= 1
         todo = todo[hit & (left[todo] > 0)]
@@ -223,18 +229,17 @@ def discrete_laplace(rng, t, size):
     m = int(np.prod(size))
     out = np.zeros(m, dtype=np.int64)
     todo = np.arange(m)
-    t_arr = np.full(m, t, dtype=np.int64)
     one = np.ones(m, dtype=np.int64)
     while todo.size:
         k = todo.size
         u = _uniform_below(rng, t, k)
-        keep = _bernoulli_exp_fraction(rng, u, t_arr[:k])
+        keep = _bernoulli_exp_fraction(rng, u, t)
         # V: failures-before-success count of Bernoulli(exp(-1)) trials, i.e.
         # P[V = v] = (1 - e^-1) e^-v.
         v = np.zeros(k, dtype=np.int64)
         go = np.arange(k)
         while go.size:
-            hit = _bernoulli_exp_fraction(rng, one[: go.size], one[: go.size])
+            hit = _bernoulli_exp_fraction(rng, one[: go.size], 1)
             v[go[hit]] += 1
             go = go[hit]
         x = u + t * v

@@ -10,7 +10,7 @@ and with public constants only, into ``{g : ||g||_2 <= L, ||g||_1 <= L sqrt(s)}`
 (scaling by ``min(1, L / ||g||_2, L sqrt(s) / ||g||_1)``): an s-sparse vector of norm
 ``<= L`` is left untouched because ``||g||_1 <= sqrt(s) ||g||_2`` (Remark 2.1), and a
 denser or larger one is shrunk. Every sensitivity below holds for that set, whatever
-the data (card §3.3 "safety net", §7.3, §4 item 4).
+the data (Ghazi et al., Remark 2.1: the paper's bounds hold on this set).
 
 Neighbouring relation: replace-one record, ``n`` (the number of rows averaged) public.
 
@@ -86,8 +86,8 @@ def sparse_clip_coefficients(U, row_l2, row_l1, norm_bound, sparsity):
     and l1 norm ``||u_i||_1 ||x_i||_1``. The returned ``c_i = t_i u_i`` with
     ``t_i = min(1, L / (||u_i||_2 ||x_i||_2), L sqrt(s) / (||u_i||_1 ||x_i||_1))``
     makes ``||c_i (outer) x_i||_2 <= L`` and ``||c_i (outer) x_i||_1 <= L sqrt(s)``
-    for every input (card §3.3 safety net; Remark 2.1 says the upper bounds of the
-    paper hold on this set). Gradients that are s-sparse with l2 norm ``<= L`` are
+    for every input (Remark 2.1 says the upper bounds of the paper hold on this
+    set). Gradients that are s-sparse with l2 norm ``<= L`` are
     untouched. Infinite norms give 0, NaN coefficients become 0.
 
     Parameters
@@ -378,13 +378,13 @@ def _l1_recovery_branch(n, d, s, scale, n_measurements, max_entries, what):
         # m ~ n eps sqrt(s ln(d/s) / ln(1/delta)) (Algorithm 2; constant c_m folded
         # into ``scale``); guard m >= 1.
         m = max(1, math.ceil(scale * math.sqrt(s * math.log(max(d / s, 1.0)))))
-    # Low-dimensional branch of Algorithm 2 (card proposal: also when s >= d/2,
-    # where ln(d/s) <= ln 2 and compressed sensing cannot help).
+    # Low-dimensional branch of Algorithm 2, also taken when s >= d/2, where
+    # ln(d/s) <= ln 2 and compressed sensing cannot help.
     if 2 * s >= d or d < m * math.log(m) ** 2:
         return "dense", m
     if m < s * math.log(d / s):
         # nε < sqrt(s ln(d/s) ln(1/δ)): even the optimal rate is trivial; the
-        # zero vector is as good and uses no data (card §3.2, proposal).
+        # zero vector is as good and uses no data.
         return "zero", m
     if m * d > max_entries:
         raise ValueError(
@@ -404,8 +404,8 @@ def _decode(A, b, norm_bound, solver, max_iter):
 
 
 def _measurement_matrix(m, d, rng):
-    # Public randomness, drawn independently of the data (card §4 item 6); entries
-    # N(0, 1/m) read as variance 1/m (card §9 item 2). Releasing A is harmless.
+    # Public randomness, drawn independently of the data; entries N(0, 1/m) read
+    # as variance 1/m (Algorithm 2's measurement matrix). Releasing A is harmless.
     from ..privacy._mechanisms import gaussian_noise
 
     return gaussian_noise(rng, 1.0 / math.sqrt(m), (m, d))

@@ -44,11 +44,13 @@ histogram or a clipped mean whose every column moves by one count down and one u
 
 A column whose bulk is not found (too few records for this budget, or all zeros)
 falls back on one shared scale, the magnitude of the rows' l2 norms (one
-histogram), or on the public default centre 0, scale 1. Everything after the noisy
-releases is post-processing. Without centring (``fit_intercept=False``, sparse
-input) one release gives the second moment about 0, and sparse input keeps its
-sparsity. With more than :data:`MAX_PER_COLUMN` columns (or when asked), one scale
-is shared by all columns, with no centring.
+histogram, at 5% of the budget, or up to 25% where ``n`` is too small for 5% to
+locate it: a public rule), or on the public default centre 0, scale 1.
+Everything after the noisy releases is post-processing. Without centring
+(``fit_intercept=False``, sparse input) one release gives the second moment
+about 0, and sparse input keeps its sparsity. With more than
+:data:`MAX_PER_COLUMN` columns (or when asked), one scale is shared by all
+columns, with no centring.
 
 The derivations are collected in the documentation's privacy page.
 
@@ -105,8 +107,9 @@ _WIDTHS = (3, 7)
 #: The window extends over adjacent bins holding at least this fraction of the
 #: detected sum (far tails do not widen it).
 _RELATIVE_THRESHOLD = 0.05
-#: Share of the scaling budget spent on the shared fallback scale.
-_FALLBACK_SHARE = 0.05
+#: Shares of the scaling budget the shared fallback scale may take (the smallest
+#: that locates it, :func:`_fallback_share`).
+_FALLBACK_SHARES = (0.05, 0.1, 0.15, 0.2, 0.25)
 #: The first window is this many times the top of the magnitude bulk, so that a
 #: located bulk has a clipped second moment of at most 0.64 in window units ...
 _WINDOW_MARGIN = 1.25
@@ -186,6 +189,13 @@ def _thresholds(mech, width):
     """Public detection threshold of a sum of ``width`` noisy bins, per bin."""
     exponent = np.arange(N_BINS) + _EXP_OFFSET
     usual = (exponent >= _USUAL_EXPONENTS[0]) & (exponent <= _USUAL_EXPONENTS[1])
+    near, far = _threshold_levels(mech, width)
+    return np.maximum(np.where(usual, near, far), 0.5)
+
+
+def _threshold_levels(mech, width):
+    """The two detection thresholds of a sum of ``width`` noisy bins: inside the
+    usual magnitudes and outside them."""
     if isinstance(mech, GaussianMechanism):
         sd = mech.sigma * math.sqrt(width)
         near, far = _THRESHOLD_SIGMAS * sd, _FAR_THRESHOLD_SIGMAS * sd
@@ -195,7 +205,7 @@ def _thresholds(mech, width):
         b = mech.scale
         near = width * b * math.log(width / (2.0 * 3.2e-5))
         far = width * b * math.log(width / (2.0 * 1e-9))
-    return np.maximum(np.where(usual, near, far), 0.5)
+    return near, far
 
 
 def _window_sums(body, width):
@@ -428,21 +438,18 @@ def private_column_scaling(
     """
     budget = _Budget(rho, epsilon)
     n, d = X.shape
+    center = center and not sp.issparse(X)
     if shared or d > MAX_PER_COLUMN:
         return _shared_scaling(X, budget, 1.0, rng, name, unit_rows=shared)
-    center = center and not sp.issparse(X)
     records = []
     # Columns whose magnitude is not found fall back on one shared scale (the row
     # norms' magnitude: one cheap histogram), not on raw units.
-    fallback = _FALLBACK_SHARE if d > 1 else 0.0
+    fallback, levels, second, unit = _release_plan(budget, n, d, center)
     if fallback:
         shared_scaling = _shared_scaling(
             X, budget, fallback, rng, name, unit_rows=False
         )
         records += shared_scaling.records
-    levels = _n_zoom_levels(budget, n, d, 1.0 - fallback) if center else 0
-    second = not center or _second_moment_pays(budget, n, d, 1.0 - fallback, levels)
-    unit = (1.0 - fallback) / _release_weights(levels, center, second)
     # 1. Where the bulk of each column lies: the magnitude histogram of x, signed
     # when centring (a one-signed bulk gets a window from 0, half as wide).
     hist_mech = budget.mechanism(
@@ -515,6 +522,37 @@ def private_column_scaling(
         scale_out = np.where(found, scale_out, shared_scaling.scale[0])
         located[:] = True
     return ColumnScaling(center_out, scale_out, located, records)
+
+
+def _release_plan(budget, n, d, center):
+    """Public plan of the per-column release: the fallback's share, the number of
+    zoom levels, whether the second moment is released, and the unit share of
+    the releases' relative weights."""
+    fallback = _fallback_share(budget, n) if d > 1 else 0.0
+    levels = _n_zoom_levels(budget, n, d, 1.0 - fallback) if center else 0
+    second = not center or _second_moment_pays(budget, n, d, 1.0 - fallback, levels)
+    return (
+        fallback,
+        levels,
+        second,
+        (1.0 - fallback) / _release_weights(levels, center, second),
+    )
+
+
+def _fallback_share(budget, n):
+    """Public share of the scaling budget spent on the shared fallback scale:
+    the smallest of :data:`_FALLBACK_SHARES` at which a bulk of 90% of the ``n``
+    row norms in three magnitude bins clears the detection threshold by half a
+    noise standard deviation (at small ``n`` the per-column histograms miss most
+    columns, and the fallback is then what scales them)."""
+    for share in _FALLBACK_SHARES:
+        mech = budget.mechanism(1, _COUNT_MOVE, share, "probe")
+        threshold = _threshold_levels(mech, _WIDTHS[0])[0]
+        if _EXPECTED_BULK * n >= threshold * (
+            1.0 + _FEATURE_MARGIN / _THRESHOLD_SIGMAS
+        ):
+            return share
+    return _FALLBACK_SHARES[-1]
 
 
 def _pair_differences(X, rng):
@@ -826,7 +864,7 @@ def scaling_is_underpowered(n_samples, n_features, rho, regression=False):
     per_column = rho_s * _FIRST_HISTOGRAM_SHARE >= _histogram_rho(
         n_samples, n_features, 0.0
     )
-    return not per_column and rho_s * _FALLBACK_SHARE < _histogram_rho(
+    return not per_column and rho_s * _FALLBACK_SHARES[-1] < _histogram_rho(
         n_samples, 1, 0.0
     )
 

@@ -16,6 +16,7 @@ from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
 from skdpsco._column_scaling import (
     N_BINS,
     _Budget,
+    _fallback_share,
     _signed_windows,
     magnitude_bins,
     magnitude_histogram,
@@ -610,3 +611,28 @@ def test_second_moment_is_released_only_where_its_noise_leaves_a_signal():
     # of 4 of the spread for a typical column.
     assert 10.0 / 4 < np.median(small.scale) < 40.0
     np.testing.assert_allclose(large.scale, 10.0, rtol=0.2)
+
+
+def test_fallback_share_grows_only_where_n_is_small():
+    assert _fallback_share(_Budget(rho=0.005), 10**5) == 0.05
+    small = _fallback_share(_Budget(rho=0.005), 400)
+    assert 0.05 < small <= 0.25
+    # A public rule: the same numbers give the same share, and more records never
+    # a larger one.
+    assert _fallback_share(_Budget(rho=0.005), 400) == small
+    assert _fallback_share(_Budget(rho=0.005), 800) <= small
+
+
+def test_standardised_columns_at_small_n_keep_a_shared_scale():
+    # 400 records, 30 zero-centred columns, the budget a classifier's scaling gets
+    # at epsilon = 0.5: no column is located on its own, and 5% of the budget
+    # would not locate the shared scale either (every column then left out of the
+    # fit: a constant model). The fallback's share grows instead.
+    X = np.random.default_rng(0).standard_normal((400, 30))
+    located = []
+    for seed in range(5):
+        result = private_column_scaling(X, np.random.default_rng(seed), rho=0.005)
+        located.append(result.located.all())
+        if result.located.all():
+            assert np.all((result.scale > 0.5) & (result.scale < 2.0))
+    assert all(located)

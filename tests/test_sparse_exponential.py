@@ -16,18 +16,102 @@ from skdpsco._solvers._sparse_exponential import (
     sparse_net,
 )
 from skdpsco.privacy._accounting import account_records
-from skdpsco.privacy._mechanisms import exponential_mechanism
+from skdpsco.privacy._mechanisms import exponential_mechanism, selection_codes
 from skdpsco.privacy._params import _non_private_testing_mode
+
+
+def _permute_and_flip_law(scores, epsilon, sensitivity):
+    """Exact output law of permute-and-flip on the integer codes.
+
+    With i.i.d. uniform arrival times, ``j`` is visited before ``i`` iff it
+    arrives earlier, so ``P[i] = p_i int_0^1 prod_{j != i} (1 - t p_j) dt``: a
+    polynomial of degree ``N - 1`` in ``t``, integrated exactly by Gauss-Legendre.
+    """
+    codes, resolution = selection_codes(scores, epsilon, sensitivity)
+    p = np.exp(-(np.array(codes, dtype=float) - min(codes)) / resolution)
+    nodes, weights = np.polynomial.legendre.leggauss(len(p))
+    t, w = (nodes + 1.0) / 2.0, weights / 2.0
+    factors = 1.0 - np.outer(t, p)  # (nodes, N)
+    law = np.empty(len(p))
+    for i in range(len(p)):
+        law[i] = p[i] * (w @ np.prod(np.delete(factors, i, axis=1), axis=1))
+    return law
 
 
 def test_exponential_mechanism_law_chi_square():
     scores = np.array([0.0, 0.5, 1.0, 2.0, 3.0, 0.25])
     rng = np.random.default_rng(0)
     draws = [exponential_mechanism(rng, scores, 2.0, 0.5) for _ in range(30_000)]
-    p = special.softmax(-2.0 * scores / (2 * 0.5))
+    law = _permute_and_flip_law(scores, 2.0, 0.5)
+    assert law.sum() == pytest.approx(1.0, abs=1e-12)
     counts = np.bincount(draws, minlength=6)
-    assert stats.chisquare(counts, 30_000 * p).pvalue > 1e-3
+    assert stats.chisquare(counts, 30_000 * law).pvalue > 1e-3
+    # Never worse in expectation than the exponential mechanism (McKenna &
+    # Sheldon 2020, Thm 2).
+    em = special.softmax(-2.0 * scores / (2 * 0.5))
+    assert law @ scores <= em @ scores
     assert exponential_mechanism(rng, scores, math.inf, 1.0) == 0
+
+
+@pytest.mark.parametrize("epsilon", [1e-3, 0.3, 1.0, 7.0, 1e4])
+def test_selection_codes_sensitivity_under_adversarial_neighbours(epsilon):
+    # Scores at every magnitude (subnormal to 1e300, negative), neighbours moved
+    # by exactly +-Delta, by a hair less, and onto rounding boundaries: the integer
+    # codes move by at most Delta_T with 2 Delta_T / resolution <= epsilon.
+    rng = np.random.default_rng(1)
+    delta = 0.37
+    base = np.concatenate(
+        [
+            rng.normal(size=50),
+            rng.normal(size=20) * 1e6,
+            [0.0, 5e-324, -5e-324, 1e300, -1e300, 1e-300, delta, -delta],
+        ]
+    )
+    worst = 0
+    for move in (delta, -delta, np.nextafter(delta, 0), 0.5 * delta):
+        other = base + move
+        keep = np.abs(other - base) <= delta
+        a, resolution = selection_codes(base[keep], epsilon, delta)
+        b, _ = selection_codes(other[keep], epsilon, delta)
+        worst = max(worst, max(abs(x - y) for x, y in zip(a, b, strict=True)))
+    assert 2 * worst / resolution <= epsilon
+    # ... and the rounding costs almost nothing.
+    assert 2 * worst / resolution >= epsilon * (1 - 2.0**-18)
+
+
+def test_permute_and_flip_ratio_on_neighbours_is_at_most_epsilon():
+    # Exact laws on neighbouring score vectors (every score moves by <= Delta,
+    # the best one included): the log-ratio of every outcome stays within epsilon.
+    rng = np.random.default_rng(2)
+    epsilon, delta = 1.3, 0.5
+    worst = 0.0
+    for _ in range(40):
+        scores = rng.uniform(0.0, 3.0, size=5)
+        other = scores + rng.choice([-delta, delta, 0.0], size=5)
+        p = _permute_and_flip_law(scores, epsilon, delta)
+        q = _permute_and_flip_law(other, epsilon, delta)
+        worst = max(worst, np.max(np.abs(np.log(p) - np.log(q))))
+    assert worst <= epsilon
+    assert worst > 0.5 * epsilon  # the test can see a violation
+
+
+def test_exponential_mechanism_draws_a_coin_for_every_candidate(monkeypatch):
+    # The work done does not depend on where the first success falls: one coin
+    # per candidate, whatever the scores.
+    import skdpsco.privacy._mechanisms as mechanisms
+
+    sizes = []
+    real = mechanisms.bernoulli_exp
+
+    def spy(rng, num, den):
+        sizes.append(len(num))
+        return real(rng, num, den)
+
+    monkeypatch.setattr(mechanisms, "bernoulli_exp", spy)
+    rng = np.random.default_rng(3)
+    for scores in (np.zeros(7), np.arange(7.0) * 100.0, -np.arange(7.0)):
+        exponential_mechanism(rng, scores, 1.0, 1.0)
+    assert sizes == [7, 7, 7]
 
 
 def _tiny(n=60, seed=0):
@@ -38,14 +122,15 @@ def _tiny(n=60, seed=0):
 
 
 @pytest.mark.parametrize("k", [1, 2])
-def test_output_law_matches_exponential_weights(k):
-    # d = 4: exact law of the output over the net is exp(-eps n F_S / (2B)), with the
-    # per-record loss clipped to [0, B], normalised (chi-square over the net points).
+def test_output_law_matches_permute_and_flip(k):
+    # d = 4: exact law of the output over the net is permute-and-flip's with
+    # coins exp(-eps n F_S / (2B)) (from the best point), the per-record loss
+    # clipped to [0, B] (chi-square over the net points).
     design, X, y = _tiny()
     loss, B, eps = HuberLoss(1.0), 1.0, 1.0
     net = sparse_net(4, k, 1.0, 1.0)  # coarse grid: few points, many draws each
     scores = np.array([np.clip(loss.value(X @ w, y), 0, B).sum() for w in net])
-    p = special.softmax(-eps * scores / (2 * B))
+    p = _permute_and_flip_law(scores, eps, B)
     rng = np.random.default_rng(1)
     kw = dict(
         epsilon=eps,

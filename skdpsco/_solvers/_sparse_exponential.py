@@ -12,11 +12,15 @@ Privacy (replace-one, ``n`` public): the score of a candidate ``x`` is
 ``u(x, S) = sum_i min(max(f(x, z_i), 0), B)``; replacing one record changes one
 clipped summand, by at most ``B``, so the exponential mechanism
 ``P[x] ~ exp(-epsilon u(x, S) / (2B)) = exp(-epsilon n F_S(x) / (2B))`` is
-``epsilon``-DP (McSherry & Talwar 2007). This is the corrected exponent of card §9
-item 10 / §4 item 15; the paper prints ``-(B / (epsilon n)) F_S``, which is not
-private at the claimed level. Clipping the per-record loss to ``[0, B]`` makes the
-range assumption (A.4) hold whatever the data. The net depends only on public
-numbers.
+``epsilon``-DP (McSherry & Talwar 2007). The paper prints the exponent
+``-(B / (epsilon n)) F_S``, which is not private at the claimed level; the
+exponent here is the one the sensitivity ``B`` gives. The selection is sampled by
+permute-and-flip with the same exponent (coins ``exp(-epsilon (u(x, S) - min u) /
+(2B))``; McKenna & Sheldon 2020), exactly, on integer codes of the scores: it is
+``epsilon``-DP and at least as good as the exponential mechanism in expectation
+and in the tail bound Theorem 7.5 uses (``skdpsco.privacy._mechanisms``).
+Clipping the per-record loss to ``[0, B]`` makes the range assumption (A.4) hold
+whatever the data. The net depends only on public numbers.
 
 References
 ----------
@@ -25,6 +29,8 @@ References
    Lemma 7.3, Theorem 7.5.
 .. [MT07] McSherry, F. and Talwar, K. (2007). Mechanism design via differential
    privacy. FOCS.
+.. [MS20] McKenna, R. and Sheldon, D. (2020). Permute-and-flip: a new mechanism
+   for differentially private selection. NeurIPS.
 """
 
 import itertools
@@ -167,11 +173,12 @@ def sparse_exponential_mechanism(
 ):
     """Pure ``epsilon``-DP ERM by the sparse exponential mechanism (Algorithm 7).
 
-    Samples ``x`` from a net of the ``k``-sparse points of the l2 ball of radius
-    ``D`` with probability ``~ exp(-epsilon n F_S(x) / (2B))``, the per-record loss
-    clipped to ``[0, B]`` (module docstring: sensitivity ``B`` of ``n F_S``). Brute
-    force: refused above :data:`MAX_DIM` parameters or :data:`MAX_CANDIDATES` net
-    points (a ``ValueError`` raised from public sizes, before any data is read).
+    Selects ``x`` from a net of the ``k``-sparse points of the l2 ball of radius
+    ``D`` by permute-and-flip with coins ``exp(-epsilon n (F_S(x) - min F_S) /
+    (2B))``, the per-record loss clipped to ``[0, B]`` (module docstring:
+    sensitivity ``B`` of ``n F_S``). Brute force: refused above :data:`MAX_DIM`
+    parameters or :data:`MAX_CANDIDATES` net points (a ``ValueError`` raised from
+    public sizes, before any data is read).
 
     Parameters
     ----------

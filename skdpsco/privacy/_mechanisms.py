@@ -19,7 +19,12 @@ import math
 
 import numpy as np
 
-from ._discrete import COUPLING_SIGMA, discrete_gaussian, discrete_laplace
+from ._discrete import (
+    COUPLING_SIGMA,
+    bernoulli_exp,
+    discrete_gaussian,
+    discrete_laplace,
+)
 from ._ledger import MechanismRecord
 
 #: Relative growth of the sensitivity from rounding to the grid, paid by noise
@@ -398,15 +403,73 @@ def generalized_gaussian_noise(rng, sigma, dim, q, size=None):
 __all__ += ["generalized_gaussian_noise"]
 
 
-def exponential_mechanism(rng, scores, epsilon, sensitivity):
-    """Index ``i`` drawn with probability proportional to ``exp(-eps s_i / (2 Delta))``.
+#: Resolution of the integer scores of :func:`exponential_mechanism`: ``2^k``
+#: units per unit of ``epsilon s / (2 Delta)``, with ``2^k epsilon >= 2^22``
+#: (``k <= 48``, the exact Bernoulli sampler's limit), so the rounding costs a
+#: relative ``eta <= 2^-19`` of ``epsilon``.
+_SELECTION_BITS = 22
+#: Candidates more than this many units of ``epsilon s / (2 Delta)`` from the best
+#: are flipped with probability ``exp(-4096)``: their distance is capped there.
+_SELECTION_CAP = 4096
 
-    The exponential mechanism of McSherry & Talwar (2007) for a *loss* ``score`` (lower
-    is better) over a finite, public candidate set: ``epsilon``-DP when every
-    candidate's score changes by at most ``sensitivity`` between neighbouring
-    datasets. Sampled exactly by the Gumbel-max trick: ``argmax_i (-epsilon score_i /
-    (2 sensitivity) + G_i)`` with ``G_i`` i.i.d. standard Gumbel has exactly that law,
-    without normalising (no overflow). ``epsilon = inf`` returns the first minimiser.
+
+def selection_codes(scores, epsilon, sensitivity):
+    """Integer codes of the scores for :func:`exponential_mechanism` (public
+    constants, exact integer arithmetic).
+
+    Returns ``(codes, resolution)``: ``codes_i = ceil(2^k c s_i)`` with
+    ``c = epsilon (1 - eta) / (2 Delta)`` rounded to a float, computed exactly
+    from the floats' integer mantissas, and ``resolution = 2^k``. For neighbours,
+    ``|s_i - s'_i| <= Delta`` gives ``|codes_i - codes'_i| <= 2^k c Delta + 1``, and
+    ``eta`` is chosen so that ``2 (2^k c Delta + 1) / 2^k <= epsilon``: the integer
+    codes have sensitivity ``Delta_T`` with ``2 Delta_T / 2^k <= epsilon``.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    k = min(48, max(0, _SELECTION_BITS - math.floor(math.log2(epsilon))))
+    resolution = 2**k
+    # 2 (D c Delta + 1) / D <= epsilon needs epsilon eta >= 2 / D plus the float
+    # rounding of c (relative 2^-51 at most): eta = 8 / (D epsilon), at least 2^-40.
+    eta = max(8.0 / (resolution * epsilon), 2.0**-40)
+    if eta >= 0.5:
+        raise ValueError(
+            f"epsilon={epsilon!r} is too small for the exact selection sampler "
+            "(needs epsilon >= 2^-44)."
+        )
+    c = epsilon * (1.0 - eta) / (2.0 * sensitivity)
+    c_mant, c_exp = math.frexp(c)
+    c_int, c_shift = int(c_mant * 2**53), c_exp - 53 + k
+    mant, exps = np.frexp(scores)
+    codes = []
+    mantissas = (mant * 2**53).astype(np.int64).tolist()
+    for m, e in zip(mantissas, exps.tolist(), strict=True):
+        numerator, shift = m * c_int, e - 53 + c_shift
+        # ceil(numerator * 2^shift), exactly.
+        codes.append(numerator << shift if shift >= 0 else -((-numerator) >> -shift))
+    return codes, resolution
+
+
+def exponential_mechanism(rng, scores, epsilon, sensitivity):
+    """Index of a candidate selected with ``epsilon``-DP for a *loss* ``score``
+    (lower is better) over a finite, public candidate set.
+
+    Permute-and-flip (McKenna & Sheldon 2020, Algorithm 1): visit the candidates
+    in a uniformly random order and stop at the first ``i`` whose coin
+    ``Bernoulli(exp(-epsilon (s_i - s_min) / (2 Delta)))`` comes up; the best
+    candidate's coin always does. It is ``epsilon``-DP when every candidate's score
+    changes by at most ``sensitivity`` between neighbouring datasets (their Thm 1),
+    and its expected score is never worse than the exponential mechanism's
+    (McKenna & Sheldon 2020, Thm 2); it is report-noisy-max with exponential noise
+    (Ding et al. 2021), so ``P[s_out - s_min >= 2 Delta (ln N + t) / epsilon] <=
+    e^-t`` as for the exponential mechanism of McSherry & Talwar (2007).
+
+    Sampled exactly: the scores become integer codes (:func:`selection_codes`; the
+    rounding enters the sensitivity, paid by a relative ``2^-19`` of ``epsilon``),
+    each coin is an exact ``Bernoulli(exp(-a / b))`` with integers ``a, b``
+    (Canonne, Kamath & Steinke 2020, Algorithm 1), and a coin is drawn for every
+    candidate, so the work done does not depend on where the first success falls.
+    Distances past 4096 (probability ``exp(-4096)``) are capped (the capped
+    quality ``max(q_i, q* - cap)`` has the same sensitivity and the same maximum).
+    ``epsilon = inf`` returns the first minimiser.
 
     Parameters
     ----------
@@ -426,6 +489,13 @@ def exponential_mechanism(rng, scores, epsilon, sensitivity):
     ----------
     .. [1] McSherry, F. and Talwar, K. (2007). Mechanism design via differential
        privacy. FOCS.
+    .. [2] McKenna, R. and Sheldon, D. (2020). Permute-and-flip: a new mechanism
+       for differentially private selection. NeurIPS. Algorithm 1, Thms 1-2.
+    .. [3] Ding, Z., Kifer, D., Saghaleyni, S. M. E. N., Steinke, T. et al.
+       (2021). The permute-and-flip mechanism is identical to report-noisy-max
+       with exponential noise. arXiv:2105.07260.
+    .. [4] Canonne, C. L., Kamath, G. and Steinke, T. (2020). The discrete
+       Gaussian for differential privacy. NeurIPS. Algorithm 1.
     """
     _check_rng(rng)
     scores = np.asarray(scores, dtype=float)
@@ -437,8 +507,15 @@ def exponential_mechanism(rng, scores, epsilon, sensitivity):
         raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
     if math.isinf(epsilon):
         return int(np.argmin(scores))
-    logits = -epsilon * scores / (2.0 * sensitivity)
-    return int(np.argmax(logits + rng.gumbel(size=scores.size)))
+    codes, resolution = selection_codes(scores, epsilon, sensitivity)
+    best = min(codes)
+    cap = _SELECTION_CAP * resolution
+    distance = np.array([min(code - best, cap) for code in codes], dtype=np.uint64)
+    order = rng.permutation(scores.size)
+    coins = bernoulli_exp(
+        rng, distance[order], np.full(scores.size, resolution, dtype=np.int64)
+    )
+    return int(order[int(np.argmax(coins))])
 
 
 __all__ += ["exponential_mechanism"]

@@ -9,6 +9,9 @@ rounded to the grid and integer noise is added (see
   and its extension to ``num > den``).
 * :func:`discrete_laplace`: ``P[x] ~ exp(-|x| / t)`` on the integers, integer
   ``t``, exactly (their Algorithm 2).
+* :func:`truncated_negative_binomial`: the hidden number of runs of a private
+  selection (Papernot & Steinke 2022), exactly, from Bernoulli trials of rational
+  probabilities.
 * :func:`discrete_gaussian`: ``P[x] ~ exp(-x^2 / (2 sigma^2))`` on the integers.
   Up to ``sigma = 2^11`` exactly (their Algorithm 3, every intermediate an integer
   below ``2^64``); above, as a sum ``Z_fine + 2^k Z_coarse`` of independent exact
@@ -35,11 +38,14 @@ References
    based on Gaussian measures. SIAM J. Computing. Lemma 3.3.
 .. [4] Mironov, I. (2012). On significance of the least significant bits for
    differential privacy. CCS.
+.. [5] Papernot, N. and Steinke, T. (2022). Hyperparameter tuning with Renyi
+   differential privacy. ICLR. Definition 1.
 """
 
 import math
 import os
 from decimal import Context, Decimal, localcontext
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
@@ -52,6 +58,7 @@ __all__ = [
     "discrete_gaussian",
     "discrete_gaussian_levels",
     "discrete_laplace",
+    "truncated_negative_binomial",
 ]
 
 #: Smoothing parameter ``eta_eps(Z)`` at ``eps = 2^-800``, in standard deviations:
@@ -423,3 +430,89 @@ def discrete_gaussian(rng, variance, size):
         if k is not None:
             factor <<= k
     return out
+
+
+# ------------------------------------------------- the number of runs of a selection
+
+
+def _uniform_below_int(rng, high):
+    """A uniform integer in ``[0, high)`` for a Python integer ``high >= 1`` of any
+    size: ``bit_length(high)`` uniform bits, rejected while ``>= high`` (each try
+    succeeds with probability above one half)."""
+    bits = int(high).bit_length()
+    words = -(-bits // 32)
+    while True:
+        raw = _uniform_words32(rng, words).astype("<u4").tobytes()
+        u = int.from_bytes(raw, "little") & ((1 << bits) - 1)
+        if u < high:
+            return u
+
+
+def _bernoulli_rational(rng, p):
+    """``Bernoulli(p)`` for a :class:`fractions.Fraction` ``0 <= p <= 1``, exactly."""
+    return _uniform_below_int(rng, p.denominator) < p.numerator
+
+
+#: Bernoulli trials of :func:`_geometric` drawn at a time (those after the first
+#: success are discarded unread).
+_TRIAL_BATCH = 64
+
+
+def _geometric(rng, gamma):
+    """Trials up to and including the first success of ``Bernoulli(gamma)``
+    (``P[K = k] = gamma (1 - gamma)^(k - 1)``, ``k >= 1``), exactly."""
+    if gamma.denominator < 2**62:
+        # A batch of trials at once: uniform integers below the denominator.
+        k = 0
+        while True:
+            u = _uniform_below(rng, gamma.denominator, _TRIAL_BATCH)
+            hit = np.flatnonzero(u < gamma.numerator)
+            if hit.size:
+                return k + int(hit[0]) + 1
+            k += _TRIAL_BATCH
+    k = 1
+    while not _bernoulli_rational(rng, gamma):
+        k += 1
+    return k
+
+
+def _failures(rng, successes, gamma):
+    """Failures before ``successes`` successes of ``Bernoulli(gamma)`` (a
+    negative binomial with integer shape), exactly."""
+    return sum(_geometric(rng, gamma) - 1 for _ in range(successes))
+
+
+def truncated_negative_binomial(rng, eta, gamma):
+    """Draw ``K >= 1`` with ``P[K = k] ~ (1 - gamma)^k prod_{l<k} (l + eta) / (l + 1)``,
+    exactly (Papernot & Steinke 2022, Definition 1).
+
+    ``eta`` and ``gamma`` are floats, hence exact rationals; every step is a
+    Bernoulli trial of a rational probability decided by uniform integers:
+
+    * ``eta = 1``: the geometric law, trials up to the first success;
+    * ``eta = 0``: the logarithmic law ``~ (1 - gamma)^k / k``, by rejection: a
+      geometric ``k`` accepted with probability ``1 / k``;
+    * otherwise: ``k`` failures before ``r = ceil(eta)`` successes (the negative
+      binomial of integer shape ``r``), accepted with probability
+      ``prod_{l<k} (l + eta) / (l + r) <= 1`` (one Bernoulli trial per factor),
+      and drawn again while ``k = 0``.
+
+    The number of trials grows with ``K`` (and the runs it counts take longer
+    still); it reads nothing but public parameters and uniform integers.
+    """
+    g = Fraction(gamma)
+    e = Fraction(eta)
+    if e == 1:
+        return _geometric(rng, g)
+    if e == 0:
+        while True:
+            k = _geometric(rng, g)
+            if _uniform_below_int(rng, k) == 0:
+                return k
+    r = math.ceil(e)
+    while True:
+        k = _failures(rng, r, g)
+        if k == 0:
+            continue
+        if all(_bernoulli_rational(rng, (l + e) / (l + r)) for l in range(k)):
+            return k

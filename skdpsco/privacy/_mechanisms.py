@@ -25,6 +25,9 @@ from ._discrete import (
     discrete_gaussian,
     discrete_laplace,
 )
+from ._discrete import (
+    truncated_negative_binomial as _exact_truncated_negative_binomial,
+)
 from ._ledger import MechanismRecord
 
 #: Relative growth of the sensitivity from rounding to the grid, paid by noise
@@ -526,12 +529,14 @@ def truncated_negative_binomial(rng, eta, gamma):
 
     The number of runs of a private selection (Papernot & Steinke 2022, Definition 1):
     ``P[K = k]`` proportional to ``(1 - gamma)^k prod_{l<k} (l + eta) / (l + 1)`` for
-    ``k >= 1``. ``eta = 0`` is the logarithmic distribution (numpy's ``logseries``
-    with ``p = 1 - gamma``); ``eta > 0`` is a negative binomial (failures before
-    ``eta`` successes of probability ``gamma``) conditioned on ``K >= 1`` by rejection
-    (acceptance probability ``1 - gamma^eta``); ``eta = 1`` is the geometric
+    ``k >= 1``. ``eta = 0`` is the logarithmic distribution; ``eta > 0`` is a
+    negative binomial (failures before ``eta`` successes of probability ``gamma``)
+    conditioned on ``K >= 1``; ``eta = 1`` is the geometric
     ``P[K = k] = gamma (1 - gamma)^(k - 1)`` of Liu & Talwar's (2019) random stopping.
-    ``K`` must stay hidden: the selection theorems rely on it.
+    ``K`` must stay hidden: the selection theorems rely on it. Sampled exactly,
+    from Bernoulli trials of rational probabilities decided by uniform integers
+    (:func:`skdpsco.privacy._discrete.truncated_negative_binomial`), so the law is
+    the theorems' law, not a floating-point approximation of it.
 
     Parameters
     ----------
@@ -555,14 +560,7 @@ def truncated_negative_binomial(rng, eta, gamma):
         raise ValueError(f"eta must be a finite real >= 0, got {eta!r}.")
     if not (0 < gamma < 1):
         raise ValueError(f"gamma must be in (0, 1), got {gamma!r}.")
-    if eta == 0:
-        return int(rng.logseries(1.0 - gamma))
-    if eta == 1:
-        return int(rng.geometric(gamma))
-    while True:
-        k = int(rng.negative_binomial(eta, gamma))
-        if k >= 1:
-            return k
+    return _exact_truncated_negative_binomial(rng, float(eta), float(gamma))
 
 
 __all__ += ["truncated_negative_binomial"]

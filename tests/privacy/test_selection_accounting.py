@@ -238,3 +238,41 @@ def test_calibration_vectors():
     assert vec[2.0] > 1.3 * single / 9
     # More expected runs, smaller per-run budget (log E[K] growth).
     assert calibrate_selection_rho(1.0, 1e-5, 0.0, tnb_gamma(0.0, 100.0)) < vec[0.0]
+
+
+def test_sampler_is_exact_integer_arithmetic():
+    # No floating-point sampler of numpy is touched: a generator whose
+    # logseries / geometric / negative_binomial raise still samples every eta.
+    class NoFloatSamplers(np.random.Generator):
+        def _refuse(self, *args, **kwargs):
+            raise AssertionError("a numpy float sampler was used")
+
+        logseries = geometric = negative_binomial = gamma = _refuse
+
+    rng = NoFloatSamplers(np.random.PCG64(0))
+    for eta in ETAS:
+        assert truncated_negative_binomial(rng, eta, tnb_gamma(eta, 6.0)) >= 1
+    # The OS-backed generator of random_state=None works too.
+    from skdpsco.privacy._discrete import SecureGenerator
+
+    secure = SecureGenerator(np.random.PCG64())
+    assert truncated_negative_binomial(secure, 0.0, 0.2) >= 1
+
+
+def test_geometric_with_a_huge_denominator_matches_its_law():
+    # gamma below 2^-10 has a denominator past 2^62: the trials are then drawn
+    # one at a time from big uniform integers. A gamma near 1/2 with a huge
+    # denominator exercises that path at a testable size.
+    from fractions import Fraction
+
+    from skdpsco.privacy._discrete import _geometric
+
+    gamma = Fraction(2**69, 2**70 + 1)
+    rng = np.random.default_rng(5)
+    draws = np.array([_geometric(rng, gamma) for _ in range(4000)])
+    p = float(gamma)
+    cells = np.arange(1, 6)
+    observed = [np.sum(draws == k) for k in cells] + [np.sum(draws > 5)]
+    pmf = p * (1 - p) ** (cells - 1)
+    expected = np.append(pmf, 1 - pmf.sum()) * draws.size
+    assert stats.chisquare(observed, expected).pvalue > 1e-3

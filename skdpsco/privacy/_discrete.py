@@ -13,14 +13,17 @@ rounded to the grid and integer noise is added (see
   selection (Papernot & Steinke 2022), exactly, from Bernoulli trials of rational
   probabilities.
 * :func:`discrete_gaussian`: ``P[x] ~ exp(-x^2 / (2 sigma^2))`` on the integers.
-  Up to ``sigma = 2^11`` exactly (their Algorithm 3, every intermediate an integer
-  below ``2^64``); above, as a sum ``Z_fine + 2^k Z_coarse`` of independent exact
-  draws, which Peikert's convolution theorem (2010, Thm 3.1) puts within total
-  variation ``8 eta`` of the discrete Gaussian of the summed variance when the fine
-  part's width exceeds the smoothing parameter of ``2^k Z`` at ``eps = 2^-800``
-  (Micciancio & Regev 2007, Lemma 3.3: ``eta_eps(Z) <= sqrt(ln(2 + 2 / eps) / pi)``
-  in the width ``s = sqrt(2 pi) sigma``). :data:`GAUSSIAN_TV_PER_LEVEL` is that
-  distance; the accountant adds ``(1 + e^epsilon)`` times the total to delta.
+  Up to a variance of ``2^17``, one draw from an alias table (Walker 1977; Vose
+  1991) whose probabilities are rounded by at most ``2^-832`` (built once per
+  variance of a public menu, from 300-digit decimals); above, as a sum
+  ``Z_fine + 2^k Z_coarse`` of independent table draws, which Peikert's
+  convolution theorem (2010, Thm 3.1) puts within total variation ``8 eps`` of the
+  discrete Gaussian of the summed variance when the fine part's width exceeds the
+  smoothing parameter of ``2^k Z`` at ``eps = 2^-800`` (Micciancio & Regev 2007,
+  Lemma 3.3: ``eta_eps(Z) <= sqrt(ln(2 + 2 / eps) / pi)`` in the width
+  ``s = sqrt(2 pi) sigma``). :data:`GAUSSIAN_TV_PER_DRAW` bounds the distance of
+  one draw from its ideal law; the accountant adds ``(1 + e^epsilon)`` times the
+  total to delta.
 
 No sampler reads a floating-point number: the rejection loops branch on uniform
 integers only, so their running time depends on the random draws and the public
@@ -40,6 +43,9 @@ References
    differential privacy. CCS.
 .. [5] Papernot, N. and Steinke, T. (2022). Hyperparameter tuning with Renyi
    differential privacy. ICLR. Definition 1.
+.. [6] Walker, A. J. (1977). An efficient method for generating discrete random
+   variables with general distributions. ACM TOMS. Vose, M. D. (1991). A linear
+   algorithm for generating random numbers with a given distribution. IEEE TSE.
 """
 
 import math

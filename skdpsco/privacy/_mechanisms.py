@@ -19,8 +19,10 @@ import math
 
 import numpy as np
 
+from ..exceptions import PrivacyBudgetError
 from ._discrete import (
     COUPLING_SIGMA,
+    MAX_LAPLACE_SCALE,
     bernoulli_exp,
     discrete_gaussian,
     discrete_laplace,
@@ -334,6 +336,14 @@ class LaplaceMechanism:
         ref = min(self.sensitivity, self.scale) if self.sensitivity > 0 else self.scale
         gamma = grid_step(ref, value.size, norm="l1")
         t = math.ceil(self.scale * (1.0 + GRID_SLACK) / gamma)
+        if t > MAX_LAPLACE_SCALE:
+            # Public numbers only (the size, the sensitivity and the scale).
+            raise PrivacyBudgetError(
+                f"{self.name}: a pure-DP release of {value.size} values at epsilon="
+                f"{self.epsilon:.3g} needs a noise scale of {t:.3g} grid steps, above "
+                "the exact discrete Laplace sampler's 2^48; use a larger epsilon, or "
+                "delta > 0 (Gaussian noise)."
+            )
         return _release_in_chunks(value, gamma, lambda k: discrete_laplace(rng, t, k))
 
     def record(self, count=1):

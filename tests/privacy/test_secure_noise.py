@@ -233,3 +233,19 @@ def test_secure_uniform_integers_are_uniform():
             assert stats.chisquare(counts).pvalue > 1e-4
         else:
             assert abs(u.mean() / high - 0.5) < 5 * 0.29 / math.sqrt(u.size)
+
+
+def test_laplace_release_past_the_exact_sampler_raises_a_budget_error():
+    # A public-number failure (size, sensitivity, scale), with a clear error, not
+    # the sampler's internal ValueError; the same numbers fail on every dataset.
+    from skdpsco.exceptions import PrivacyBudgetError
+
+    mech = LaplaceMechanism.from_epsilon(1.0, 1e-12)
+    for value in (np.zeros(1), np.full(1, 1e300)):
+        with pytest.raises(PrivacyBudgetError, match="larger epsilon"):
+            mech.release(value, np.random.default_rng(0))
+    # A budget inside the sampler's range still releases.
+    out = LaplaceMechanism.from_epsilon(1.0, 1e-6).release(
+        np.zeros(4), np.random.default_rng(0)
+    )
+    assert out.shape == (4,) and np.all(np.isfinite(out))

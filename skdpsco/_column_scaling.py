@@ -117,8 +117,14 @@ _WINDOW_MARGIN = 1.25
 _SATURATED = 0.8
 #: Variance floor, in units of the window's squared half-width.
 _VARIANCE_FLOOR = 2.0**-20
-#: Above this many columns, one shared scale (per-column statistics would need
-#: ``d`` times the memory of a histogram and noise growing like ``sqrt(d)``).
+#: Above this many columns, one shared scale. Measured (``benchmarks/
+#: shared_scale.py``, n = 20,000, epsilon = 1): on columns in natural units the
+#: per-column scaling beats one shared scale at every size tried (accuracy 0.84
+#: vs 0.51 at d = 250, 0.62 vs 0.50 at d = 3,000); the shared scale wins only on
+#: columns already standardised (0.66 vs 0.50 at d = 3,000), where
+#: ``scaling="none"`` is the right call. The limit is set by cost: the signed
+#: histograms hold 2 x 2,099 counts per column (67 MB at d = 2,000) and the
+#: per-column fit took 1.4-1.7x the CPU time of the shared one.
 MAX_PER_COLUMN = 2000
 #: Standardised values are clipped to +-this public bound: an extreme but finite
 #: record then stays finite after standardisation (its gradient is clipped anyway).

@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from skdpsco._constraints import L1Ball, L2Ball
+from skdpsco._constraints import L1Ball, L2Ball, project_l2_ball
 from skdpsco._losses import get_loss
 from skdpsco._solvers import _objective_perturbation as objp
-from skdpsco._solvers._certified import certified_minimize
+from skdpsco._solvers._certified import certified_minimize, certified_minimize_fixed
 from skdpsco._solvers._design import LinearDesign
 from skdpsco.exceptions import CertificationError
 from skdpsco.privacy._ledger import PrivacySpent
@@ -163,6 +163,104 @@ def test_certification_failure_raises():
             max_iter=1,
             rng=np.random.default_rng(0),
         )
+
+
+def test_certification_failure_message_is_public():
+    # Too few iterations to certify: both neighbours raise, with the same message
+    # (the public tolerance and count), never a data-dependent number.
+    X, y = _data()
+    X2, y2 = X.copy(), y.copy()
+    X2[0], y2[0] = 1e6, -1e6
+    messages = []
+    for XX, yy in ((X, y), (X2, y2)):
+        with pytest.raises(CertificationError) as info:
+            objp.approximate_objective_perturbation(
+                LinearDesign(XX, False),
+                yy,
+                get_loss("squared"),
+                L1Ball(1.0, n_features=50),
+                epsilon=1.0,
+                delta=1e-5,
+                max_iter=3,
+                rng=np.random.default_rng(0),
+            )
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+    assert "after its 3 iterations" in messages[0]
+
+
+def test_public_iteration_count_formula():
+    kw = dict(
+        start_gradient=3.0,
+        start_distance=2.0,
+        gradient_bound=4.0,
+        r_max=1.0,
+        mu=0.01,
+        smoothness=1.01,
+        tol=1e-6,
+    )
+    kappa = 101.0
+    q = 1.0 - 1.0 / math.sqrt(kappa)
+    margin = 64 * np.finfo(float).eps * 2 * (4.0 + 1.01 * 1.0) / 0.01
+    # B_0 <= g_0 min(D, g_0 / mu) = 3 * 2; the rate is asked for (tol - margin) / 2.
+    ratio = (kappa - 1) * math.sqrt(2 * 3.0 * 2.0 / 1.01) / ((1e-6 - margin) / 2)
+    count = objp.objective_perturbation_iterations(**kw)
+    assert count == math.ceil(2 * math.log(ratio) / -math.log(q)) == 389
+    # About half the former cap 2 ceil(sqrt(kappa) ln(gap0 / target)) + 50.
+    gap0 = 3.0 * 2.0 + 0.01 * 2.0**2 / 2
+    target = (0.01 * 1e-6) ** 2 / (8 * 1.01)
+    assert count < (2 * math.ceil(math.sqrt(kappa) * math.log(gap0 / target)) + 50) / 2
+    # Far from the start, the distance to the minimiser is bounded by g_0 / mu.
+    far = objp.objective_perturbation_iterations(**(kw | {"start_distance": 1e9}))
+    assert far == objp.objective_perturbation_iterations(
+        **(kw | {"start_distance": 3.0 / 0.01})
+    )
+    # Every public quantity enters logarithmically, tol and kappa the most.
+    assert objp.objective_perturbation_iterations(**(kw | {"tol": 1e-3})) < count
+    assert objp.objective_perturbation_iterations(**(kw | {"mu": 0.1})) < count
+
+
+@pytest.mark.parametrize("radius", [None, 0.5])
+def test_public_iteration_count_certifies_worst_case_quadratics(radius):
+    """The count is a bound: every quadratic with curvatures in ``[mu, H]``,
+    ``||grad J(0)|| = g_0`` and its minimiser anywhere (inside or outside the ball)
+    is certified after exactly that many iterations."""
+    mu, H, g0, tol, d = 0.02, 1.0, 2.0, 1e-7, 40
+    curvature = np.concatenate([[mu, H], np.geomspace(mu, H, d - 2)])
+    project = None if radius is None else (lambda w: project_l2_ball(w, radius))
+    count = objp.objective_perturbation_iterations(
+        start_gradient=g0,
+        start_distance=math.inf if radius is None else 2 * radius,
+        gradient_bound=g0 + H * (g0 / mu if radius is None else radius),
+        r_max=g0 / mu if radius is None else radius,
+        mu=mu,
+        smoothness=H,
+        tol=tol,
+    )
+    rng = np.random.default_rng(3)
+    for b in [np.eye(d)[0], np.eye(d)[1], np.eye(d)[7], *rng.normal(size=(4, d))]:
+        b = g0 * b / np.linalg.norm(b)
+        result = certified_minimize_fixed(
+            lambda w, b=b: (None, curvature * w - b),
+            project,
+            w0=np.zeros(d),
+            mu=mu,
+            smoothness=H,
+            tol=tol,
+            n_iter=count,
+        )
+        assert result.n_iter == count and result.distance_bound <= tol
+
+
+def test_noise_norm_bound_tail():
+    # P(||G|| > sigma (sqrt(p) + s)) <= exp(-s^2 / 2) and (1 + e^eps) exp(-s^2 / 2)
+    # <= 2^-64 delta: a failed certificate adds nothing visible to delta.
+    for eps, delta, p in ((1.0, 1e-5, 3), (8.0, 1e-9, 1000), (0.1, 0.5, 1)):
+        t = objp._noise_norm_bound(2.0, p, eps, delta)
+        s = t / 2.0 - math.sqrt(p)
+        log_eta = -(s**2) / 2
+        assert math.log1p(math.exp(eps)) + log_eta <= math.log(2.0**-64 * delta) + 1e-9
+    assert objp._noise_norm_bound(0.0, 10, math.inf, 1e-5) == 0.0
 
 
 def test_refuses_non_glm_or_non_smooth_losses():

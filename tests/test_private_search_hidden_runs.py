@@ -74,7 +74,7 @@ def test_hidden_runs_print_log_and_warn_nothing(clf_data, monkeypatch, capsys, c
     estimator, grid = list(_searches())[case]
     drawn = spy_on_runs(monkeypatch)
     seen = []
-    for seed in range(6):
+    for seed in range(10):
         records = []
         handler = logging.Handler(level=logging.DEBUG)
         handler.emit = records.append

@@ -357,9 +357,12 @@ _ALGORITHM_DOC = """
           is *certified* (accelerated projected gradient with a residual
           certificate), then add Gaussian noise and project onto ``C``. The
           projection turns d-dimensional noise into an error of the size of the
-          Gaussian width of ``C`` (``~ sqrt(log d)`` for the l1 ball). If the
-          certificate is not reached within ``max_iter`` iterations the fit raises
-          :class:`~skdpsco.exceptions.CertificationError` and releases nothing.
+          Gaussian width of ``C`` (``~ sqrt(log d)`` for the l1 ball). The solver
+          runs a public number of iterations in full (the accelerated rate's
+          count for public bounds on the curvature and the start's gap; Beck
+          2017, Thm 10.42), then checks its certificate once; if it does not
+          hold the fit raises :class:`~skdpsco.exceptions.CertificationError`
+          and releases nothing.
           Twice-differentiable GLM losses only (squared, logistic, and the
           multinomial loss for three or more classes, whose noise is calibrated
           to its rank ``K - 1`` Hessian and ``2K``-dimensional gradient change);
@@ -468,9 +471,10 @@ default="l1"
         gradients with ``||.||_q > tau`` are zeroed. ``"auto"`` is the card's
         ``beta M + lambda_tr``.
     max_iter : int or None, default=None
-        ``"objective_perturbation"``: the certified solver's iteration cap (``None``:
-        twice the accelerated-rate bound, never hit under correct constants;
-        reaching a smaller cap raises rather than releases). ``"mirror_descent"``:
+        ``"objective_perturbation"``: the certified solver's number of iterations,
+        always run in full (``None``: the accelerated-rate count that certifies
+        the target accuracy under the public constants; a smaller count that does
+        not certify raises rather than releases). ``"mirror_descent"``:
         the number of noisy steps ``T`` (``None``: Theorem 7's count). Unused by
         ``"phased_sgd"`` (``ceil(log2 n)`` phases, one pass) and
         ``"shuffled_mirror_descent"`` (one pass, Theorem 10's batch count); every
@@ -499,8 +503,8 @@ _SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(
 
 _SHARED_ATTRS_DOC = """
     n_iter_ : int
-        Public iteration count of the algorithm (the certified solver's cap for
-        ``"objective_perturbation"``, never the data-dependent number it used).
+        Public iteration count of the algorithm, always run in full (for
+        ``"objective_perturbation"`` the certified solver's count).
     privacy_spent_ : PrivacySpent
         What the fit spent: ``epsilon``, ``delta``, the neighbouring relation
         (replace-one, ``n`` public) and the mechanisms; never more than asked. For

@@ -42,6 +42,7 @@ import math
 
 import numpy as np
 import pytest
+from _float_noise import numpy_laplace_reachable
 
 from skdpsco.privacy import GaussianMechanism, LaplaceMechanism, PrivacySpent
 from skdpsco.privacy._accounting import calibrate_analytic_gaussian
@@ -178,25 +179,9 @@ def _gaussian_reachable(out, value, sigma, widths):
     return bool(np.all(hit | (x > 3.5)))
 
 
-def _laplace_reachable_coordinate(x, loc, b):
-    """``x`` is ``loc + Generator.laplace(0, b)`` for some ``U = k 2^-53``
-    (numpy: ``U >= 0.5: -b log(2 - U - U)``, else ``b log(U + U)``)."""
-    noise = x - loc
-    u = math.exp(noise / b) / 2 if noise < 0 else 1 - math.exp(-noise / b) / 2
-    k0 = int(round(u * 2.0**53))
-    for k in range(k0 - 4, k0 + 5):
-        U = k * 2.0**-53
-        if not 0 < U < 1:
-            continue
-        lap = -b * math.log(2.0 - U - U) if U >= 0.5 else b * math.log(U + U)
-        if loc + (0.0 + lap) == x:
-            return True
-    return False
-
-
 def _laplace_reachable(out, value, b):
     return all(
-        _laplace_reachable_coordinate(float(x), float(v), b)
+        numpy_laplace_reachable(float(x), float(v), b)
         for x, v in zip(out, value, strict=True)
     )
 

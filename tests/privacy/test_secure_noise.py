@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _float_noise import numpy_laplace_reachable
 from scipy import stats
 
 from skdpsco.privacy import GaussianMechanism, LaplaceMechanism
@@ -105,30 +106,14 @@ def test_two_level_sum_is_the_discrete_gaussian_in_total_variation():
     assert 0.5 * np.abs(out - ideal).sum() < 1e-12
 
 
-def _numpy_laplace_reachable(x, loc, b):
-    """Whether ``x`` is an output of ``loc + Generator.laplace(0, b)`` (numpy's
-    ``U >= 0.5: -b log(2 - U - U)`` else ``b log(U + U)``, ``U = k 2^-53``)."""
-    noise = x - loc
-    u = math.exp(noise / b) / 2 if noise < 0 else 1 - math.exp(-noise / b) / 2
-    k0 = int(round(u * 2.0**53))
-    for k in range(k0 - 4, k0 + 5):
-        U = k * 2.0**-53
-        if not 0 < U < 1:
-            continue
-        lap = -b * math.log(2.0 - U - U) if U >= 0.5 else b * math.log(U + U)
-        if loc + (0.0 + lap) == x:
-            return True
-    return False
-
-
 def test_reachable_outputs_separate_neighbours_only_for_floating_point_noise():
     v, v_prime, b = 0.3, 0.3 + 1e-9, 1.0
     rng = np.random.default_rng(3)
     # The continuous mechanism as it was: value + float Laplace noise. An
     # attacker who recomputes both noise-free values tells them apart.
     outputs = [v + rng.laplace(0.0, b) for _ in range(300)]
-    assert all(_numpy_laplace_reachable(x, v, b) for x in outputs)
-    unreachable = sum(not _numpy_laplace_reachable(x, v_prime, b) for x in outputs)
+    assert all(numpy_laplace_reachable(x, v, b) for x in outputs)
+    unreachable = sum(not numpy_laplace_reachable(x, v_prime, b) for x in outputs)
     assert unreachable > 150
     # The grid mechanisms: both neighbours' outputs lie on the same grid, and
     # the integer noise reaches every grid point.

@@ -260,6 +260,19 @@ def _claimed_epsilon(mech, delta):
 
 
 @pytest.mark.parametrize("sensitivity, sigma, integer", GAUSSIAN_CASES)
+def _compare_at(mech, curves, worst, delta):
+    """The accountant's epsilon at ``delta``, the true delta there (worst grid
+    placement) and a report line with the true epsilon at ``delta``."""
+    eps = _claimed_epsilon(mech, delta)
+    true_delta = max(c.delta(eps) for c in curves)
+    true_eps = worst.epsilon(delta)
+    row = (
+        f"delta {delta:g}: eps claimed {eps:.5f} true {true_eps:.5f}; "
+        f"true delta at claimed eps {true_delta:.4g}"
+    )
+    return eps, true_delta, true_eps, row
+
+
 def test_gaussian_release_law_and_worst_shift(sensitivity, sigma, integer):
     gamma, variance, shifts = _grid_model("gaussian", sensitivity, sigma, integer)
     ratio = sensitivity / gamma
@@ -305,13 +318,8 @@ def test_gaussian_grid_curve_is_within_and_close_to_the_claim(
     worst = _gaussian_curve(variance, max(shifts))
     rows = []
     for delta in GAUSSIAN_DELTAS:
-        eps = _claimed_epsilon(mech, delta)
-        true_delta = max(c.delta(eps) for c in curves)
-        true_eps = worst.epsilon(delta)
-        rows.append(
-            f"delta {delta:g}: eps claimed {eps:.5f} true {true_eps:.5f}; "
-            f"true delta at claimed eps {true_delta:.4g}"
-        )
+        eps, true_delta, true_eps, row = _compare_at(mech, curves, worst, delta)
+        rows.append(row)
         # Sound: the accountant evaluated the ideal curve at delta - slack.
         assert true_delta <= delta, rows[-1]
         # Tight: in epsilon and in delta.
@@ -347,13 +355,8 @@ def test_laplace_grid_curve_is_within_and_close_to_the_claim(sensitivity, scale)
     # Delta / b; at small delta the claim is Delta / b, and the exact epsilon is
     # below it by about 2 delta only (Laplace: delta(eps) ~ 1 - e^((eps - eps0)/2)).
     for delta in (0.3, 0.1, 1e-3, 1e-5):
-        eps = _claimed_epsilon(mech, delta)
-        true_delta = max(c.delta(eps) for c in curves)
-        true_eps = worst.epsilon(delta)
-        rows.append(
-            f"delta {delta:g}: eps claimed {eps:.5f} true {true_eps:.5f}; "
-            f"true delta at claimed eps {true_delta:.4g}"
-        )
+        eps, true_delta, true_eps, row = _compare_at(mech, curves, worst, delta)
+        rows.append(row)
         assert true_delta <= delta + _slack(eps), rows[-1]
         if eps < sensitivity / scale:
             assert true_eps >= eps / LAPLACE_RDP_FACTOR, rows[-1]

@@ -259,7 +259,6 @@ def _claimed_epsilon(mech, delta):
 # ------------------------------------------------------------------ the model
 
 
-@pytest.mark.parametrize("sensitivity, sigma, integer", GAUSSIAN_CASES)
 def _compare_at(mech, curves, worst, delta):
     """The accountant's epsilon at ``delta``, the true delta there (worst grid
     placement) and a report line with the true epsilon at ``delta``."""
@@ -273,6 +272,7 @@ def _compare_at(mech, curves, worst, delta):
     return eps, true_delta, true_eps, row
 
 
+@pytest.mark.parametrize("sensitivity, sigma, integer", GAUSSIAN_CASES)
 def test_gaussian_release_law_and_worst_shift(sensitivity, sigma, integer):
     gamma, variance, shifts = _grid_model("gaussian", sensitivity, sigma, integer)
     ratio = sensitivity / gamma

@@ -234,3 +234,40 @@ def test_refuses_large_inputs():
         sparse_exponential_mechanism(
             design, y, HuberLoss(), net_sparsity=4, net_resolution=1e-3, **kw
         )
+
+
+def test_fixed_point_scores_move_by_at_most_the_sensitivity():
+    # Replace one record by an extreme one: every candidate's integer score
+    # moves by at most SCORE_UNITS exactly (a float sum could drift past B).
+    from skdpsco._solvers._sparse_exponential import SCORE_UNITS, _scores
+
+    design, X, y = _tiny(n=3000)
+    loss, B = HuberLoss(1.0), 0.7
+    net = sparse_net(4, 2, 1.0, 0.5)
+    X2, y2 = X.copy(), y.copy()
+    X2[0], y2[0] = 1e300, -1e300
+    a = _scores(design, y, loss, net, 1, B)
+    b = _scores(LinearDesign(X2, fit_intercept=False), y2, loss, net, 1, B)
+    assert a.dtype == np.int64 and b.dtype == np.int64
+    assert np.max(np.abs(a - b)) <= SCORE_UNITS
+
+
+def test_selection_refuses_a_scale_past_the_float_range():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="float range"):
+        exponential_mechanism(rng, np.zeros(3), 1e12, 1e-300)
+
+
+def test_secure_visiting_order_is_a_uniform_permutation():
+    from skdpsco.privacy._discrete import SecureGenerator, uniform_permutation
+
+    secure = SecureGenerator(np.random.PCG64(0))
+    firsts = np.bincount(
+        [uniform_permutation(secure, 4)[0] for _ in range(4000)], minlength=4
+    )
+    assert stats.chisquare(firsts).pvalue > 1e-3
+    assert sorted(uniform_permutation(secure, 50)) == list(range(50))
+    # The seeded generator's stream does not decide the secure order.
+    again = SecureGenerator(np.random.PCG64(0))
+    orders = {tuple(uniform_permutation(g, 20)) for g in (secure, again)}
+    assert len(orders) == 2

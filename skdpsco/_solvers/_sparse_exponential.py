@@ -135,23 +135,36 @@ def sparse_net(dim, k, radius, resolution):
     return np.unique(np.vstack(points), axis=0)
 
 
+#: Fixed-point resolution of the scores: a clipped loss in ``[0, B]`` counts
+#: ``floor(2^30 loss / B)`` units, and the sums are exact integers (a float sum's
+#: rounding would let one record move a score by more than ``B``).
+SCORE_UNITS = 2**30
+
+
+def _fixed_point(vals, loss_bound):
+    """``floor(2^30 clip(v, 0, B) / B)`` in ``[0, 2^30]``, as int64 (NaN counts
+    as ``B``): one record moves one summand by at most ``2^30`` units."""
+    vals = np.clip(np.nan_to_num(vals, nan=loss_bound), 0.0, loss_bound)
+    units = np.floor(vals * (SCORE_UNITS / loss_bound))
+    return np.minimum(units, SCORE_UNITS).astype(np.int64)
+
+
 def _scores(design, y, loss, candidates, n_outputs, loss_bound):
-    """``u(x) = sum_i clip(f(x, z_i), 0, B)`` for every candidate (rows)."""
-    out = np.empty(candidates.shape[0])
+    """``u(x) = sum_i clip(f(x, z_i), 0, B)`` for every candidate (rows), in
+    exact fixed-point units of ``B / 2^30`` (int64; sensitivity ``2^30``)."""
+    out = np.empty(candidates.shape[0], dtype=np.int64)
     if n_outputs == 1:
         step = max(1, 2**22 // max(design.n_samples, 1))
         for start in range(0, candidates.shape[0], step):
             Wc = candidates[start : start + step].T  # (dim, c)
             with np.errstate(over="ignore", invalid="ignore"):
                 vals = loss.value(design.predict(Wc), y[:, None])
-            vals = np.clip(np.nan_to_num(vals, nan=loss_bound), 0.0, loss_bound)
-            out[start : start + step] = vals.sum(axis=0)
+            out[start : start + step] = _fixed_point(vals, loss_bound).sum(axis=0)
         return out
     for j, w in enumerate(candidates):
         with np.errstate(over="ignore", invalid="ignore"):
             vals = loss.value(design.predict(w.reshape(design.dim, n_outputs)), y)
-        vals = np.clip(np.nan_to_num(vals, nan=loss_bound), 0.0, loss_bound)
-        out[j] = vals.sum()
+        out[j] = _fixed_point(vals, loss_bound).sum()
     return out
 
 
@@ -245,7 +258,7 @@ def sparse_exponential_mechanism(
     candidates = sparse_net(dim, min(k, dim), radius, tau)
     scores = _scores(design, y, loss, candidates, n_outputs, loss_bound)
     # Sensitivity B of u(x, S): one clipped summand in [0, B] changes (replace-one).
-    index = exponential_mechanism(rng, scores, epsilon, loss_bound)
+    index = exponential_mechanism(rng, scores, epsilon, SCORE_UNITS)
     coef = candidates[index]
     if n_outputs != 1:
         coef = coef.reshape(design.dim, n_outputs)

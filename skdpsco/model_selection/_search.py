@@ -30,6 +30,7 @@ from sklearn.utils.metaestimators import available_if
 from .._estimators._base import make_generator
 from ..exceptions import PrivacyBudgetError
 from ..privacy._accounting import gdp_to_approx_dp
+from ..privacy._discrete import _uniform_below
 from ..privacy._ledger import MechanismRecord, PrivacySpent
 from ..privacy._mechanisms import GaussianMechanism, truncated_negative_binomial
 from ..privacy._params import (
@@ -762,7 +763,9 @@ default=None
             for _ in itertools.repeat(
                 None, truncated_negative_binomial(rng, eta, gamma)
             ):
-                index = int(rng.integers(len(grid)))
+                # Which configuration each hidden run fits is part of the
+                # selection's randomness: from the secure source.
+                index = int(_uniform_below(rng, len(grid), 1)[0])
                 est = self._configure(grid[index], asks[index], classes_param)
                 shown = _mute(est)
                 est = _set_random_states(est, seed_rng).fit(X_train, y_train)

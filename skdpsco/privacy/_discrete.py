@@ -26,10 +26,13 @@ rounded to the grid and integer noise is added (see
   total to delta.
 
 No sampler reads a floating-point number: the rejection loops branch on uniform
-integers only, so their running time depends on the random draws and the public
-parameters, never on the data. The uniform integers come from the generator, or,
-for a :class:`SecureGenerator` (``random_state=None``), from the operating
-system's cryptographic source (:func:`os.urandom`).
+integers only, so their running time depends on the random draws and their
+parameters. The noise samplers' parameters are public; the coins of the
+exponential mechanism (:func:`bernoulli_exp` of data-dependent distances) take a
+number of rounds that depends on the distances, a timing channel the
+documentation's threat model lists as not defended. The uniform integers come
+from the generator, or, for a :class:`SecureGenerator` (``random_state=None``),
+from the operating system's cryptographic source (:func:`os.urandom`).
 
 References
 ----------
@@ -65,6 +68,7 @@ __all__ = [
     "discrete_gaussian_levels",
     "discrete_laplace",
     "truncated_negative_binomial",
+    "uniform_permutation",
 ]
 
 #: Smoothing parameter ``eta_eps(Z)`` at ``eps = 2^-800``, in standard deviations:
@@ -441,6 +445,21 @@ def discrete_gaussian(rng, variance, size):
 # ------------------------------------------------- the number of runs of a selection
 
 
+def uniform_permutation(rng, n):
+    """A uniformly random permutation of ``range(n)`` whose randomness is part of a
+    mechanism: for a :class:`SecureGenerator`, the order of distinct uniform
+    64-bit keys from the OS source (keys drawn again while two tie, so the
+    permutation is exactly uniform); otherwise the generator's own permutation
+    (seeded test mode)."""
+    if not getattr(rng, "secure", False):
+        return rng.permutation(n)
+    while True:
+        keys = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+        order = np.argsort(keys, kind="stable")
+        if n < 2 or np.all(np.diff(keys[order]) > 0):
+            return order
+
+
 def _uniform_below_int(rng, high):
     """A uniform integer in ``[0, high)`` for a Python integer ``high >= 1`` of any
     size: ``bit_length(high)`` uniform bits, rejected while ``>= high`` (each try
@@ -459,33 +478,51 @@ def _bernoulli_rational(rng, p):
     return _uniform_below_int(rng, p.denominator) < p.numerator
 
 
-#: Bernoulli trials of :func:`_geometric` drawn at a time (those after the first
-#: success are discarded unread).
-_TRIAL_BATCH = 64
+def _bernoulli_dyadic(rng, gamma, size):
+    """``size`` independent ``Bernoulli(gamma)`` for a float ``gamma = m / 2^e``
+    (a :class:`fractions.Fraction` with a power-of-two denominator), exactly:
+    ``U < m`` for ``U`` uniform on ``e`` bits, i.e. its top ``e - 62`` bits all
+    zero (drawn as 32-bit words) and its low 62 bits below ``m``."""
+    m, e = gamma.numerator, gamma.denominator.bit_length() - 1
+    if e <= 62:
+        return _uniform_below(rng, 2**e, size) < m
+    top = e - 62
+    words = -(-top // 32)
+    w = _uniform_words32(rng, size * words).reshape(size, words)
+    w[:, -1] &= np.uint64((1 << (top - 32 * (words - 1))) - 1)
+    return ~w.any(axis=1) & (_uniform_below(rng, 2**62, size) < m)
+
+
+#: Most Bernoulli trials drawn at a time (those after the one needed are
+#: discarded unread).
+_MAX_TRIAL_BATCH = 2**16
+
+
+def _trial_batch(gamma, successes=1):
+    """Public batch size: about twice the expected trials to ``successes``."""
+    expected = successes * gamma.denominator // max(gamma.numerator, 1)
+    return int(min(_MAX_TRIAL_BATCH, max(64, 2 * expected)))
+
+
+def _failures(rng, successes, gamma):
+    """Failures before ``successes`` successes of ``Bernoulli(gamma)`` (a
+    negative binomial of integer shape), exactly, trials drawn in batches."""
+    batch = _trial_batch(gamma, successes)
+    seen = failures = 0
+    while True:
+        trials = _bernoulli_dyadic(rng, gamma, batch)
+        hits = np.flatnonzero(trials)
+        if seen + hits.size >= successes:
+            last = int(hits[successes - seen - 1])  # the trial of the last success
+            return failures + last - (successes - seen - 1)
+        seen += hits.size
+        failures += batch - hits.size
 
 
 def _geometric(rng, gamma):
     """Trials up to and including the first success of ``Bernoulli(gamma)``
     (``P[K = k] = gamma (1 - gamma)^(k - 1)``, ``k >= 1``), exactly."""
-    if gamma.denominator < 2**62:
-        # A batch of trials at once: uniform integers below the denominator.
-        k = 0
-        while True:
-            u = _uniform_below(rng, gamma.denominator, _TRIAL_BATCH)
-            hit = np.flatnonzero(u < gamma.numerator)
-            if hit.size:
-                return k + int(hit[0]) + 1
-            k += _TRIAL_BATCH
-    k = 1
-    while not _bernoulli_rational(rng, gamma):
-        k += 1
-    return k
-
-
-def _failures(rng, successes, gamma):
-    """Failures before ``successes`` successes of ``Bernoulli(gamma)`` (a
-    negative binomial with integer shape), exactly."""
-    return sum(_geometric(rng, gamma) - 1 for _ in range(successes))
+    return _failures(rng, 1, gamma) + 1
 
 
 def truncated_negative_binomial(rng, eta, gamma):
@@ -495,25 +532,27 @@ def truncated_negative_binomial(rng, eta, gamma):
     ``eta`` and ``gamma`` are floats, hence exact rationals; every step is a
     Bernoulli trial of a rational probability decided by uniform integers:
 
-    * ``eta = 1``: the geometric law, trials up to the first success;
-    * ``eta = 0``: the logarithmic law ``~ (1 - gamma)^k / k``, by rejection: a
-      geometric ``k`` accepted with probability ``1 / k``;
-    * otherwise: ``k`` failures before ``r = ceil(eta)`` successes (the negative
+    * ``eta <= 1``: a geometric ``k >= 1`` (``P ~ (1 - gamma)^(k - 1)``) accepted
+      with probability ``prod_{1 <= l < k} (l + eta) / (l + 1) <= 1`` (one trial
+      per factor, stopping at the first failure): the factor ``eta / 1`` of
+      ``l = 0`` is the same for every ``k``. ``eta = 1`` is the geometric law
+      itself, ``eta = 0`` the logarithmic law (acceptance ``1 / k``);
+    * ``eta > 1``: ``k`` failures before ``r = ceil(eta)`` successes (the negative
       binomial of integer shape ``r``), accepted with probability
-      ``prod_{l<k} (l + eta) / (l + r) <= 1`` (one Bernoulli trial per factor),
-      and drawn again while ``k = 0``.
+      ``prod_{l<k} (l + eta) / (l + r) <= 1``, and drawn again while ``k = 0``.
 
-    The number of trials grows with ``K`` (and the runs it counts take longer
-    still); it reads nothing but public parameters and uniform integers.
+    The number of trials grows with ``K``, ``eta`` and ``1 / gamma`` (and the runs
+    it counts take longer still); it reads nothing but public parameters and
+    uniform integers.
     """
     g = Fraction(gamma)
     e = Fraction(eta)
-    if e == 1:
-        return _geometric(rng, g)
-    if e == 0:
+    if e <= 1:
         while True:
             k = _geometric(rng, g)
-            if _uniform_below_int(rng, k) == 0:
+            if e == 1 or all(
+                _bernoulli_rational(rng, (l + e) / (l + 1)) for l in range(1, k)
+            ):
                 return k
     r = math.ceil(e)
     while True:

@@ -259,20 +259,35 @@ def test_sampler_is_exact_integer_arithmetic():
     assert truncated_negative_binomial(secure, 0.0, 0.2) >= 1
 
 
-def test_geometric_with_a_huge_denominator_matches_its_law():
-    # gamma below 2^-10 has a denominator past 2^62: the trials are then drawn
-    # one at a time from big uniform integers. A gamma near 1/2 with a huge
-    # denominator exercises that path at a testable size.
+@pytest.mark.parametrize("exponent", [62, 63, 66])
+def test_dyadic_bernoulli_past_62_bits_matches_its_rate(exponent):
+    # A float gamma below 2^-9 has a denominator past 2^62: each trial then also
+    # needs its top bits to be zero. The rate of the trials is gamma's.
     from fractions import Fraction
 
-    from skdpsco.privacy._discrete import _geometric
+    from skdpsco.privacy._discrete import _bernoulli_dyadic
 
-    gamma = Fraction(2**69, 2**70 + 1)
+    m = 2**52 + 12345
+    gamma = Fraction(m, 2**exponent)  # 2^-10, 2^-11, 2^-14
     rng = np.random.default_rng(5)
-    draws = np.array([_geometric(rng, gamma) for _ in range(4000)])
-    p = float(gamma)
-    cells = np.arange(1, 6)
-    observed = [np.sum(draws == k) for k in cells] + [np.sum(draws > 5)]
-    pmf = p * (1 - p) ** (cells - 1)
-    expected = np.append(pmf, 1 - pmf.sum()) * draws.size
-    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    hits = int(_bernoulli_dyadic(rng, gamma, 2**22).sum())
+    expected = 2**22 * float(gamma)
+    assert abs(hits - expected) < 5 * math.sqrt(expected)
+
+
+@pytest.mark.parametrize(
+    "eta, mean", [(1e-9, 6.0), (0.0, 200.0), (0.3, 300.0), (1e5, 6.0)]
+)
+def test_sampler_edge_parameters_are_fast_and_on_law(eta, mean):
+    # A tiny eta (acceptance no longer proportional to eta), a small gamma (a
+    # denominator past 2^62: batched trials, not one big integer at a time) and a
+    # huge eta (batched negative binomial): the draws finish and their mean is
+    # the law's.
+    rng = np.random.default_rng(7)
+    gamma = tnb_gamma(eta, mean)
+    draws = np.array([truncated_negative_binomial(rng, eta, gamma) for _ in range(200)])
+    k = np.arange(1, 200 * int(mean))
+    pmf = tnb_pmf(k, eta, gamma)
+    sd = math.sqrt((k**2 * pmf).sum() - mean**2)
+    assert draws.min() >= 1
+    assert abs(draws.mean() - mean) < 5 * sd / math.sqrt(draws.size)

@@ -324,3 +324,53 @@ def test_alg4_batched_variant(monkeypatch):
     sigma_b = math.sqrt(2 * 2.0 * math.log(1e5) * (2 * 0.8 / b) ** 2) / 0.5
     assert len(calls) == T and all(c == (pytest.approx(sigma_b), None) for c in calls)
     assert res.records[0].epsilon == 0.5 and res.records[0].delta == 1e-5
+
+
+@pytest.mark.parametrize("multiclass", [False, True])
+def test_alg4_shuffled_gaussian_local_randomizers_are_on_the_grid(
+    monkeypatch, multiclass
+):
+    # q+ = 2 (p = 2): each record's local randomizer is the Gaussian mechanism of
+    # sensitivity 2 tau released on the public grid, never a float draw.
+    from skdpsco._constraints import L2Ball
+    from skdpsco.privacy._mechanisms import GaussianMechanism, grid_step
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a float noise draw")
+
+    released = []
+    real = GaussianMechanism.release
+
+    def spy(self, value, rng):
+        out = real(self, value, rng)
+        released.append((self.sensitivity, self.sigma, value.shape, out))
+        return out
+
+    monkeypatch.setattr(md, "generalized_gaussian_noise", refuse)
+    monkeypatch.setattr(GaussianMechanism, "release", spy)
+    X, y = _logistic_data(n=4000, d=6)
+    loss = get_loss("multinomial" if multiclass else "logistic")
+    if multiclass:
+        y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5).astype(int)
+    res = md.shuffled_mirror_descent(
+        LinearDesign(X, False),
+        y,
+        loss,
+        L2Ball(1.0),
+        p=2.0,
+        epsilon=1.0,
+        delta=1e-5,
+        truncation_threshold=0.8,
+        n_classes=3 if multiclass else 2,
+        rng=np.random.default_rng(0),
+    )
+    assert np.all(np.isfinite(res.coef))
+    # One released vector per record, of the record's dimension, at sensitivity
+    # 2 tau; every released value lies on its grid.
+    width = 6 * (3 if multiclass else 1)
+    assert sum(shape[0] for _, _, shape, _ in released) == 4000
+    assert all(shape[1] == width for _, _, shape, _ in released)
+    assert all(sens == pytest.approx(1.6) for sens, _, _, _ in released)
+    for sens, sigma, shape, out in released:
+        step = grid_step(min(sens, sigma), int(np.prod(shape)))
+        assert np.all(out / step == np.round(out / step))

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..privacy._accounting import approx_dp_to_gdp
+from ..privacy._discrete import uniform_permutation
 from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import GaussianMechanism, generalized_gaussian_noise
 from ..privacy._shuffling import shuffle_delta, shuffle_local_epsilon
@@ -223,6 +224,24 @@ def _clipped_dense_rows(design, rows, scales, y):
         with np.errstate(**_UNDERFLOW_OK):
             X_block = np.asarray(X_block, dtype=float) * scales[block][:, None]
         yield X_block, y[block]
+
+
+def _local_gaussian_sum(design, U, mechanism, rng):
+    """``sum_i R(u_i x_i)``: every record's vector released by ``mechanism`` (a
+    local randomizer on the public grid), in dense blocks of bounded size."""
+    rows = np.arange(design.n_samples)
+    U2 = U if U.ndim == 2 else U[:, None]
+    out = np.zeros(design.n_features * U2.shape[1])
+    step = max(1, _DENSE_BLOCK_ENTRIES // max(out.size, 1))
+    for start in range(0, rows.size, step):
+        block = rows[start : start + step]
+        X_block = design.subset(block).X
+        if sp.issparse(X_block):
+            X_block = X_block.toarray()
+        with np.errstate(**_UNDERFLOW_OK):
+            V = np.asarray(X_block, dtype=float)[:, :, None] * U2[block][:, None, :]
+        out += mechanism.release(V.reshape(block.size, -1), rng).sum(axis=0)
+    return out if U.ndim == 1 else out.reshape(design.n_features, U2.shape[1])
 
 
 def _param_shape(design, loss, n_classes):
@@ -732,7 +751,8 @@ def shuffled_mirror_descent(
     gamma = math.sqrt(T * G2 / (2.0 * Phi_max))
     row_q = _row_feature_norms(design, geom.q)
     ones = np.ones(n)
-    order = rng.permutation(n)  # secret, from the privacy RNG (shuffle model)
+    # The shuffle is part of the mechanism (shuffle model): from the secure source.
+    order = uniform_permutation(rng, n)
     w = np.zeros(shape)
     coef = np.zeros(shape)
     for rows in np.array_split(order, T):
@@ -751,8 +771,14 @@ def shuffled_mirror_descent(
         # extreme record can be +-inf, and inf * 0 is NaN (NaN coefficients on one
         # neighbour only).
         U = np.where(keep if U.ndim == 1 else keep[:, None], U, 0.0)
-        g_sum = _weighted_sum(batch, U, ones[:b_t])
-        if variant == "shuffled":
+        if variant == "shuffled" and geom.q_plus == 2:
+            # Each record's local randomizer is the Gaussian mechanism of
+            # l2-sensitivity 2 tau, released on the public grid (Lemma 3 with
+            # q+ = 2); the sum of the released vectors is post-processing.
+            local = GaussianMechanism(2.0 * tau, sigma)
+            g_bar = _local_gaussian_sum(batch, U, local, rng) / b_t
+        elif variant == "shuffled":
+            g_sum = _weighted_sum(batch, U, ones[:b_t])
             # Local randomizer per record: sensitivity 2 tau in ||.||_q (Lemma 3).
             per = max(1, _NOISE_BLOCK // max(d, 1))
             for start in range(0, b_t, per):
@@ -761,6 +787,7 @@ def shuffled_mirror_descent(
                 g_sum = g_sum + Z.sum(axis=0).reshape(shape)
             g_bar = g_sum / b_t
         else:
+            g_sum = _weighted_sum(batch, U, ones[:b_t])
             # Batch mean: sensitivity 2 tau / b in ||.||_q; b = floor(n / T) is
             # the smallest batch size.
             if geom.q_plus == 2:  # the Gaussian mechanism, on the public grid

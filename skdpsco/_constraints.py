@@ -22,7 +22,7 @@ and the point handed in); nothing reads private data and nothing here is a priva
 mechanism. ``R_max`` bounds the Lipschitz constant of the squared loss, so it is
 privacy-relevant for the callers: every value here is exact or an overestimate.
 The Gaussian width only enters utility (the accuracy ``alpha_opt`` of Algorithm 1),
-so a Monte-Carlo estimate of it never affects privacy (card, §4).
+so a Monte-Carlo estimate of it never affects privacy.
 
 References
 ----------
@@ -531,7 +531,7 @@ class L2Ball(ConstraintSet):
 
     References
     ----------
-    .. [1] Su, Zhao, Wang, Definition 12 and card §4 (table of sets).
+    .. [1] Su, Zhao, Wang, Definition 12 (Gaussian width).
     """
 
     radius: float = 1.0
@@ -581,7 +581,7 @@ class L1Ball(ConstraintSet):
     ``R_max = R``, diameter ``2R``, inradius ``R / sqrt(d)``. Gaussian width
     ``R E max_i |g_i| = R int_0^inf 1 - (2 Phi(t) - 1)^d dt`` by quadrature (absolute
     error ~1e-12 R); it lies between ``0.92 R sqrt(2 ln d)`` and ``R sqrt(2 ln 2d)``
-    for ``d >= 100`` but is not close to either (card §9.4).
+    for ``d >= 100`` but is not close to either.
 
     Parameters
     ----------
@@ -644,8 +644,8 @@ class LpBall(ConstraintSet):
 
     **Projection** (certified). For ``||v||_p > R`` the projection is
     ``x_i = sign(v_i) h_i`` where, for the KKT multiplier ``nu > 0``, ``h_i >= 0``
-    solves ``h + nu p h^(p-1) = |v_i|`` and ``nu`` is set by ``sum h_i^p = R^p``
-    (card §4). Each scalar root is found with ``h = |v_i| e^s``: the function
+    solves ``h + nu p h^(p-1) = |v_i|`` and ``nu`` is set by ``sum h_i^p = R^p``.
+    Each scalar root is found with ``h = |v_i| e^s``: the function
     ``G(s) = e^s + b_i e^((p-1)s) - 1`` (``b_i = nu p |v_i|^(p-2)``) is convex and
     increasing, so Newton's method started right of the root decreases monotonically
     to it, and ``s - s* <= G(s) / min(1, p - 1)``; iterations stop at the rounding
@@ -677,7 +677,7 @@ class LpBall(ConstraintSet):
 
     References
     ----------
-    .. [1] Su, Zhao, Wang, Section 2 (l_p^d geometry) and card §4.
+    .. [1] Su, Zhao, Wang, Section 3 (l_p^d geometry, Definition 3).
     .. [2] Boucheron, Lugosi, Massart (2013), Theorem 5.6 (Monte-Carlo bound).
     """
 
@@ -844,7 +844,7 @@ class Box(ConstraintSet):
 
     References
     ----------
-    .. [1] Su, Zhao, Wang, card §4 (table of sets).
+    .. [1] Su, Zhao, Wang, Definition 12 (Gaussian width).
     """
 
     lower: object = -1.0
@@ -1029,7 +1029,7 @@ class GroupL12Ball(ConstraintSet):
 
     References
     ----------
-    .. [1] Su, Zhao, Wang, card §4 (table of sets).
+    .. [1] Su, Zhao, Wang, Definition 12 (Gaussian width).
     .. [2] Duchi, J. et al. (2008), ICML, Figure 1 (the inner l1 projection).
     """
 
@@ -1164,8 +1164,7 @@ class KSparsePolytope(ConstraintSet):
 
     References
     ----------
-    .. [1] Su, Zhao, Wang, Section 2 (width O(sqrt(s log(d/s))) of sparse vectors)
-       and card §4.
+    .. [1] Su, Zhao, Wang, Section 2 (width O(sqrt(s log(d/s))) of sparse vectors).
     .. [2] Jaggi, M. (2013), ICML, Section 4.
     """
 

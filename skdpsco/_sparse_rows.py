@@ -3,13 +3,13 @@
 The sparse-gradient algorithms need every per-example gradient of a linear model,
 ``phi'(x . w, y) x``, to be s-sparse (or, by Remark 2.1 of Ghazi et al., to have
 ``||.||_1 <= L sqrt(s)``) with ``||.||_2 <= L``. Reading ``s`` or ``C_x`` from the data
-would release a statistic of one record (card §4 item 4), so both are declared and
+would release a statistic of one record (a maximum), so both are declared and
 *enforced* by one deterministic map applied to every row independently, with no
 cross-row statistic: a per-record transformation, so it costs no privacy and every
 sensitivity downstream holds whatever the data. The same map is applied in
 ``predict`` so that the model sees the same geometry at fit and prediction time.
 
-Two maps (card §7.3):
+Two maps:
 
 ``"clip_l1"``
     scale the row by ``min(1, C_x / ||x||_2, C_x sqrt(s) / ||x||_1)``: keeps every
@@ -203,7 +203,7 @@ def _truncate_dense(X, s):
 
 
 def enforce_row_bounds(X, *, sparsity, row_norm_bound, method="clip_l1"):
-    """Apply the per-row sparsity / norm map of card §7.3 to every row of ``X``.
+    """Apply the per-row sparsity / norm map (module docstring) to every row of ``X``.
 
     Parameters
     ----------

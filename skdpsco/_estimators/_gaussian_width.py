@@ -43,7 +43,8 @@ _CONSTRAINTS = {"l2", "l1", "lp", "box", "simplex", "group_l1", "k_sparse"}
 
 #: Constraints whose natural geometry is l_1-like: the mirror-descent algorithms
 #: default to ``p = 1 + 1 / ln(d)`` for them (the classic l_1 mirror map; its
-#: regularity constant ``1/(p-1) = ln d`` stays in Case A of the card's §2.3).
+#: regularity constant ``1/(p-1) = ln d`` is below ``2e ln d``, Case A of
+#: :func:`~skdpsco._solvers._mirror_descent.lp_geometry`).
 _L1_LIKE = {"l1", "simplex", "group_l1", "k_sparse"}
 
 
@@ -166,8 +167,8 @@ def _run_shuffled_mirror_descent(est, design, target, loss, n_classes, budget, C
     if not 1.0 < p <= 2.0:
         raise ValueError(
             f"{type(est).__name__}(algorithm='shuffled_mirror_descent') is Su, Zhao "
-            f"& Wang's Algorithm 4 for 1 < p <= 2 (p >= 2 reduces to p = 2, card "
-            f"§3.4); got p={p!r}."
+            f"& Wang's Algorithm 4 for 1 < p <= 2 (p >= 2 reduces to p = 2); "
+            f"got p={p!r}."
         )
     R = est.feature_norm_bound
     # Amplification by shuffling is proven only for n > 16 ln(4 / delta_s) (FMT21;
@@ -351,25 +352,26 @@ _ALGORITHM_DOC = """
         depends on public parameters and the number of classes only.
 
         - ``"objective_perturbation"``: approximate objective perturbation
-          (Algorithm 1; Algorithm 2 in the card's ridge form when the ridge
-          penalty is positive): minimise the loss plus a random linear term
-          ``<G, w> / n`` and ``c ||w||^2`` over ``C`` with a solver whose accuracy
-          is *certified* (accelerated projected gradient with a residual
-          certificate), then add Gaussian noise and project onto ``C``. The
-          projection turns d-dimensional noise into an error of the size of the
-          Gaussian width of ``C`` (``~ sqrt(log d)`` for the l1 ball). The solver
-          runs a public number of iterations in full (the accelerated rate's
-          count for public bounds on the curvature and the start's gap; Beck
-          2017, Thm 10.42), then checks its certificate once; if it does not
-          hold the fit raises :class:`~skdpsco.exceptions.CertificationError`
-          and releases nothing.
+          (Algorithm 1; when the ridge penalty is positive, Algorithm 2 in ridge
+          form, the ridge folded into Algorithm 1's regulariser): minimise the
+          loss plus a random linear term ``<G, w> / n`` and ``c ||w||^2`` over
+          ``C`` with a solver whose accuracy is *certified* (accelerated
+          projected gradient with a residual certificate), then add Gaussian
+          noise and project onto ``C``. The projection turns d-dimensional noise into an
+          error of the size of the Gaussian width of ``C`` (``~ sqrt(log d)`` for the l1
+          ball). The solver runs a public number of iterations in full (the accelerated
+          rate's count for public bounds on the curvature and the start's gap; Beck
+          2017, Thm 10.42), then checks its certificate once; if it does not hold the
+          fit raises :class:`~skdpsco.exceptions.CertificationError` and releases
+          nothing.
           Twice-differentiable GLM losses only (squared, logistic, and the
           multinomial loss for three or more classes, whose noise is calibrated
           to its rank ``K - 1`` Hessian and ``2K``-dimensional gradient change);
           any ``epsilon > 0``.
         - ``"mirror_descent"``: noisy regularized mirror descent in l_p geometry,
-          ``1 < p <= 2`` (Algorithm 3, with the card's composition-consistent
-          noise), generalized Gaussian noise on every full-batch gradient. The
+          ``1 < p <= 2`` (Algorithm 3, with the noise scale that the paper's
+          Lemmas 1 and 3 give: the printed one lacks a ``ln(T / delta)`` factor),
+          generalized Gaussian noise on every full-batch gradient. The
           algorithm is unconstrained; its release is projected onto ``C``
           (post-processing). Needs a loss Lipschitz on all of ``R^d`` (Huber,
           logistic) and ``epsilon <= 1``.
@@ -381,9 +383,10 @@ _ALGORITHM_DOC = """
           permutation, per-sample gradients with ``||.||_q > truncation`` zeroed,
           one generalized Gaussian noise vector per record, privacy by
           amplification by shuffling (Feldman, McMillan & Talwar 2021). When ``n
-          <= 16 ln(8 / delta)`` no amplification is proven and the card's batched
-          variant (one noise draw per disjoint batch, parallel composition) runs
-          instead; the choice depends on the public ``n`` and ``delta`` only.
+          <= 16 ln(8 / delta)`` no amplification is proven and the batched variant
+          the paper sketches after Theorem 10 (one noise draw per disjoint
+          batch, parallel composition) runs instead; the choice depends on the
+          public ``n`` and ``delta`` only.
           Rows are *not* clipped (truncation makes it private for any data).
           When the local-epsilon cap binds, the achieved epsilon is below the
           request and ``privacy_spent_`` says so.
@@ -468,8 +471,8 @@ default="l1"
         its truncation threshold and step; accuracy only, never privacy.
     truncation : "auto" or float, default="auto"
         Truncation threshold ``tau`` of ``"shuffled_mirror_descent"``: per-sample
-        gradients with ``||.||_q > tau`` are zeroed. ``"auto"`` is the card's
-        ``beta M + lambda_tr``.
+        gradients with ``||.||_q > tau`` are zeroed. ``"auto"`` is Algorithm 4's
+        ``beta M + lambda_tr``, with Theorem 10's ``lambda_tr`` (constant 1).
     max_iter : int or None, default=None
         ``"objective_perturbation"``: the certified solver's number of iterations,
         always run in full (``None``: the accelerated-rate count that certifies
@@ -482,9 +485,10 @@ default="l1"
     tol : "auto" or float, default="auto"
         ``alpha_opt``, the accuracy (objective gap) that ``"objective_perturbation"``
         certifies before its output perturbation, which is calibrated to it.
-        ``"auto"`` is the card's displacement rule (output noise no larger than
-        the statistical error); a float is clamped up to a numerical floor.
-        Unused by the other algorithms (no data-dependent stopping anywhere).
+        ``"auto"`` is a displacement rule (output noise no larger than the
+        statistical error) in place of Theorem 2's choice; a float is clamped up
+        to a numerical floor. Unused by the other algorithms (no data-dependent
+        stopping anywhere).
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
         Source of the privacy noise (and of the secret shuffle). ``None`` (the

@@ -72,7 +72,8 @@ class _SGDPlan:
 
 
 #: Stages of R-AClipped-dpSGD: the clip level halves in squared norm and the batch
-#: rate doubles per stage (Jin et al. 2024, Algorithm 2; card §2.5).
+#: rate doubles per stage (Jin et al. 2024, Algorithm 2; the stage radii of the
+#: proof of Theorem 6 shrink by ``sqrt(2)`` per stage).
 _RESTART_STAGES = 3
 
 
@@ -82,9 +83,10 @@ def _batch_rate(est, n_samples):
     return min(1.0, m / n_samples)
 
 
-#: AClipped-dpSGD's step: ``1 / (c_gamma L0 ln(4 / beta))`` with the demo's
-#: ``c_gamma = 24`` and ``beta = 0.01`` (card §2.7 [REC]), ``L0`` the public curvature
-#: bound behind ``learning_rate="auto"``. The clipped *average* carries noise of std
+#: AClipped-dpSGD's step: ``1 / (c_gamma L0 ln(4 / beta))`` with ``c_gamma = 24``
+#: and ``beta = 0.01`` (the paper leaves ``c_gamma`` unspecified; these are the
+#: values of Jin et al.'s experiments), ``L0`` the public curvature bound behind
+#: ``learning_rate="auto"``. The clipped *average* carries noise of std
 #: ``2 lambda z`` per step, so a small step is what keeps the iterates from diffusing.
 _ACLIP_STEP_DIVISOR = 24.0 * math.log(4.0 / 0.01)
 
@@ -92,7 +94,7 @@ _ACLIP_STEP_DIVISOR = 24.0 * math.log(4.0 / 0.01)
 def _make_sgd_planner(oracle_class, averaging, n_stages, step_divisor=1.0):
     def plan(est, loss, l2_penalty, n_samples, shape, rho):
         def make_oracle(stage):
-            # R-AClipped: lambda_k = lambda / 2^(k/2) (card §2.5).
+            # R-AClipped (Algorithm 2): lambda_k = lambda / 2^(k/2), as the radius.
             return oracle_class(est.clip_norm / 2.0 ** (stage / 2.0))
 
         return _SGDPlan(
@@ -162,7 +164,8 @@ def _plan_catoni(est, loss, l2_penalty, n_samples, shape, rho):
 
 
 def _plan_smooth_sensitivity(est, loss, l2_penalty, n_samples, shape, rho):
-    # [a, b] = [-s, s]: |E g_j| <= sqrt(E g_j^2) <= gradient_scale (card §3.3).
+    # Wang et al. 2020, Algorithm 3 needs a known range [a, b] of the gradient mean:
+    # [-s, s], since |E g_j| <= sqrt(E g_j^2) <= gradient_scale.
     oracle = SmoothSensitivityTrimmedMeanOracle(
         mean_bounds=(-est.gradient_scale, est.gradient_scale),
         gradient_scale=est.gradient_scale,

@@ -44,7 +44,7 @@ __all__ = ["SparseGradientDPClassifier", "SparseGradientDPRegressor"]
 
 @dataclass(frozen=True)
 class _Problem:
-    """The public constants of one fit (card §7.5); nothing here reads the data.
+    """The public constants of one fit; nothing here reads the data.
 
     Attributes
     ----------
@@ -365,7 +365,7 @@ class _SparseGradientBase(DPLinearModel):
         )
 
     def _decision(self, X):
-        # The same per-row map as in fit (card §7.3): a post-processing of the input.
+        # The same per-row map as in fit: a post-processing of the input.
         check_is_fitted(self)
         X = validate_data(
             self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False
@@ -390,11 +390,11 @@ _SHARED_PARAMS_DOC = """
         Privacy loss bound of the whole fit, ``> 0``.
     delta : float, default=1e-5
         Probability with which the epsilon bound may fail, in ``[0, 1)``; the
-        library-wide default (not the card's ``'auto'``), and like everywhere in
-        skdpsco keep it well below ``1 / n_samples``. ``delta=0`` asks for pure DP:
-        ``"output_perturbation"`` then adds Laplace noise calibrated to an l1 bound
-        that grows with ``sparsity`` (its loss must be smooth and unconstrained);
-        algorithms that need Gaussian noise refuse it.
+        library-wide default. As everywhere in skdpsco, keep it well below
+        ``1 / n_samples``. ``delta=0`` asks for pure DP: ``"output_perturbation"``
+        then adds Laplace noise calibrated to an l1 bound that grows with
+        ``sparsity`` (its loss must be smooth and unconstrained); algorithms that
+        need Gaussian noise refuse it.
     algorithm : {"output_perturbation", "projection_gd", "l1_recovery_gd", \
 "bias_reduced_sgd", "boosted_sgd", "sparse_exponential"}, \
 default="output_perturbation"
@@ -465,7 +465,7 @@ default="output_perturbation"
         valid, but the automatic penalty then assumes dense gradients. A declared
         value is never read from the data.
     sparsity_enforcement : {"clip_l1", "truncate"}, default="clip_l1"
-        The per-row map applied in ``fit`` *and* ``predict`` (card §7.3):
+        The per-row map applied in ``fit`` *and* ``predict``:
         ``"clip_l1"`` scales a row by ``min(1, C_x / ||x||_2, C_x sqrt(s) /
         ||x||_1)`` (keeps every feature; Remark 2.1 makes the l1 bound suffice);
         ``"truncate"`` keeps the ``s`` largest-magnitude entries (ties: smaller
@@ -569,7 +569,7 @@ _REFERENCES_DOC = """
 
 
 def _lipschitz_smoothness_glm(loss, row_bound):
-    """``L = sup|phi'| C`` and ``H = sup phi'' C^2`` (card §7.1, §7.5)."""
+    """``L = sup|phi'| C`` and ``H = sup phi'' C^2`` (a GLM gradient is ``phi' x``)."""
     return loss.lipschitz * row_bound, loss.smoothness * row_bound**2
 
 
@@ -592,7 +592,7 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
     ----------{_SHARED_PARAMS_DOC}
     alpha : "auto" or float, default="auto"
         L2 penalty ``lambda > 0`` of the mean-scaled objective. ``"auto"`` is the
-        SCO choice of Thm 7.6 with constant 1 (card §3.6):
+        SCO choice of Thm 7.6 with constant 1 (the paper leaves it unspecified):
         ``(L / D) sqrt(ln(n) ln(1/beta) / n + sqrt(s ln(1/delta) ln(p / beta)) /
         (epsilon n))`` (``p`` parameters), from public values only. Output
         perturbation's noise is inversely proportional to ``alpha``.
@@ -712,7 +712,7 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
     def _loss(self, n_outputs, target):
         if self.loss == "huber":
             return get_loss("huber", threshold=self.huber_delta), None, target
-        # Per-record clipping of the target (card §7.1): costs no privacy.
+        # Per-record clipping of the target: costs no privacy.
         clipped = np.clip(target, -self.target_bound, self.target_bound)
         return get_loss("squared"), self.coef_norm_bound, clipped
 
@@ -768,8 +768,9 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
     sklearn.linear_model.LogisticRegression : the non-private model.
 {_NOTES_DOC}
     The logistic loss has ``L = C_row`` and ``H = C_row^2 / 4``; the multinomial
-    loss ``L = sqrt(2) C_row`` and ``H = C_row^2 / 2`` (card §7.5 [REVIEW]: the
-    binary constant would under-noise by ``sqrt(2)``), with
+    loss ``L = sqrt(2) C_row`` and ``H = C_row^2 / 2`` (``||p - e_y|| <= sqrt(2)``
+    and the softmax Hessian has spectral norm ``<= 1/2``; the binary constants would
+    under-noise by ``sqrt(2)``), with
     ``C_row = sqrt(row_norm_bound^2 + fit_intercept)``.
 {_REFERENCES_DOC}
 
@@ -838,7 +839,7 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
         return get_loss("logistic" if n_outputs == 1 else "multinomial"), None, target
 
     def _lipschitz_smoothness(self, loss, row_bound):
-        # MultinomialLoss: ||softmax - e_y|| <= sqrt(2), Hessian <= 1/2 (card §7.5).
+        # MultinomialLoss: ||softmax - e_y|| <= sqrt(2), Hessian <= 1/2.
         return _lipschitz_smoothness_glm(loss, row_bound)
 
     def _l2_penalty(self, problem, budget):

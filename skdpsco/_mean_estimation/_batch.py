@@ -99,11 +99,14 @@ class AveragedClipBatchOracle(_PoissonBatchOracle):
 
     Sensitivity: the clipped mean lies in the ``lambda``-ball whatever the batch,
     so any two batches give outputs at distance ``<= 2 lambda``, independent of the
-    batch size (AClipped card §2.3 [REC]: the paper's own calibration, ``m`` times
-    smaller, under-noises 2m-fold). Conditioning on the rest of the batch, each pair
-    of outputs is a shift of norm ``<= 2 lambda``, so the Poisson-subsampled Gaussian
-    bound applies with ``Delta = 2 lambda`` (card §2.3, verified). An empty batch or a
-    non-finite mean gives 0, still in the ball; noise is always added.
+    batch size. (Theorem 2 of Jin et al. follows DP-SGD's moments-accountant proof
+    up to an unspecified constant; DP-SGD's calibration, noise ``z lambda`` on a sum
+    then divided by the batch size ``m``, is ``m`` times smaller and would under-noise
+    the clipped mean ``2m``-fold.) Conditioning on the rest of the batch, each pair
+    of outputs is a shift of norm ``<= 2 lambda``, and averaging over the rest of the
+    batch cannot exceed the worst case (the Renyi divergence is jointly convex), so
+    the Poisson-subsampled Gaussian bound applies with ``Delta = 2 lambda``. An empty
+    batch or a non-finite mean gives 0, still in the ball; noise is always added.
 
     Parameters
     ----------
@@ -133,7 +136,7 @@ class AveragedClipBatchOracle(_PoissonBatchOracle):
             with np.errstate(over="ignore", invalid="ignore"):
                 mean = batch.weighted_sum(np.nan_to_num(U, nan=0.0)) / size
             if not np.all(np.isfinite(mean)):
-                mean = np.zeros_like(mean)  # card §3.9: keeps the output in the ball
+                mean = np.zeros_like(mean)  # keeps the output in the ball (no NaN)
         top = np.max(np.abs(mean)) if mean.size else 0.0
         if top > 0:
             norm = top * np.linalg.norm(mean / top)  # no overflow for huge entries

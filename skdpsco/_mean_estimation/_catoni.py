@@ -9,7 +9,9 @@ multiplicative Gaussian noise and integrated in closed form (Holland 2019). Beca
 ``|psi_beta| <= CAP = 2 sqrt(2) / 3`` whatever the record, replacing one record
 moves each coordinate by at most ``(s / n) 2 CAP``: the sensitivity is enforced by
 ``psi``, not assumed, which is why the evaluation of ``psi`` below must stay inside
-``[-CAP, CAP]`` for every float input (card §2.3 [PRIVACY]).
+``[-CAP, CAP]`` for every float input: the plain closed form of eq. (9) cancels
+catastrophically for large ``|a|`` (about 32 instead of 0.94 at ``a = 1e6``), and a
+single outlier record is exactly what produces a large ``a``.
 """
 
 import math
@@ -25,19 +27,19 @@ __all__ = ["CAP", "CatoniMeanOracle", "catoni_psi"]
 #: Bound on the soft truncation ``phi`` (and on ``psi_beta``): ``2 sqrt(2) / 3``.
 CAP = 2.0 * math.sqrt(2.0) / 3.0
 
-#: Allowed range of the smoothing precision ``beta_N`` (card §2.3 step 5 [REVIEW]):
-#: outside it the closed form overflows to NaN for some inputs but not others.
+#: Allowed range of the smoothing precision ``beta_N``: outside it the closed form
+#: overflows to NaN for some inputs but not others.
 BETA_RANGE = (1e-6, 1e12)
 
 #: Inputs are sanitised to ``[-A_BIG, A_BIG]``; psi has saturated long before.
 _A_BIG = 1e8
 #: Below this ``|a|`` the smoothing is negligible and ``psi(a) = a - a^3 / 6``.
 _A_SMALL = 1e-8
-#: The closed form is used for ``|a| <= 50`` (card §2.3 step 3) and, in addition,
+#: The closed form is used for ``|a| <= 50`` (step 3 of :func:`catoni_psi`), and
 #: only while the smoothing width ``b = |a| / sqrt(beta)`` is at most 50: its terms
 #: grow like ``|a| b^2`` and cancel (error ~1e-16 |a| b^2, e.g. 1e-3 at beta = 1e-6,
 #: a = 50), whereas for b >= 50 the Gaussian is nearly flat on the interval and the
-#: quadrature is exact to rounding. For beta >= 1 this is exactly the card's rule.
+#: quadrature is exact to rounding. For beta >= 1 this is the plain ``|a| <= 50``.
 _A_CLOSED = 50.0
 _B_CLOSED = 50.0
 #: Entries per block inside ``catoni_psi`` (keeps temporaries in cache / bounded).
@@ -74,12 +76,13 @@ def _check_beta(beta):
 
 
 def _catoni_correction(a, b):
-    """Tail correction ``C(a, b)`` of the smoothed influence, as printed in card §2.3.
+    """Tail correction ``C(a, b)`` of the smoothed influence (Wang et al., eq. (9)).
 
     ``E phi(X)`` for ``X ~ N(a, b^2)`` equals ``a (1 - b^2/2) - a^3/6 + C(a, b)``:
     the polynomial is ``E[X - X^3/6]`` and ``C`` replaces it by ``+-CAP`` on the
     saturated tails ``|X| > sqrt(2)`` (derived from the truncated-normal moments
-    ``E[Z^k 1{Z > V}]``, k = 0..3; the paper's appendix is unavailable). Valid for
+    ``E[Z^k 1{Z > V}]``, k = 0..3; the paper defers its explicit form to an
+    appendix). Valid for
     ``b > 0``; cancels catastrophically for large ``|a|`` or ``b``, so
     :func:`catoni_psi` evaluates the same closed form regrouped (``_psi_closed``).
     """
@@ -103,7 +106,7 @@ def _catoni_correction(a, b):
 
 
 def _psi_closed(a, beta):
-    # The card's closed form a (1 - b^2/2) - a^3/6 + C(a, b), regrouped by the tail
+    # The closed form of eq. (9), a (1 - b^2/2) - a^3/6 + C(a, b), regrouped by the tail
     # factors (substituting b V+ = sqrt2 - a, b V- = sqrt2 + a):
     #   psi = P (1 - F+ - F-) + CAP (F+ - F-)
     #         + (c b / 6) [(a^2 + sqrt2 a - 4 + 2 b^2) e+
@@ -133,9 +136,10 @@ def _psi_closed(a, beta):
 
 
 def _psi_quadrature(a, beta):
-    # Integral form (card §2.3): psi = CAP (F+ - F-) + int_{-sqrt2}^{sqrt2}
-    # (x - x^3/6) N(x; a, b^2) dx for a > 0 with |a| > 50 or b > 50; the CAP term
-    # carries the saturated tails, so nothing cancels, and the integrand is smooth.
+    # Integral form (E phi(X) split at +-sqrt2):
+    # psi = CAP (F+ - F-) + int_{-sqrt2}^{sqrt2} (x - x^3/6) N(x; a, b^2) dx, for
+    # a > 0 with |a| > 50 or b > 50; the CAP term carries the saturated tails, so
+    # nothing cancels, and the integrand is smooth.
     # With u = 1/a and b = a / sqrt(beta): (x - a) / b = sqrt(beta) (x u - 1).
     u = 1.0 / a
     root = math.sqrt(beta)
@@ -159,8 +163,9 @@ def catoni_psi(a, beta):
     ``phi(u) = u - u^3/6`` on ``|u| <= sqrt(2)`` and ``sign(u) 2 sqrt(2)/3`` beyond
     (Catoni & Giulini 2017); ``b = |a| / sqrt(beta)`` and ``xi ~ N(0, 1)``: the
     sample ``a`` is multiplied by ``1 + zeta`` with ``zeta ~ N(0, 1/beta)`` and
-    ``zeta`` is integrated out (Holland 2019). Evaluated with the numerically safe
-    recipe of the card:
+    ``zeta`` is integrated out (Holland 2019). Evaluated with a numerically safe
+    recipe (the plain closed form of eq. (9) cancels catastrophically for large
+    ``|a|``):
 
     1. sanitise: NaN -> 0, +-inf -> +-1e8, clip to ``[-1e8, 1e8]``;
     2. ``|a| < 1e-8``: ``a - a^3/6``;
@@ -231,7 +236,8 @@ def catoni_psi(a, beta):
             big = x > a_closed
             if big.any():
                 r[big] = _psi_quadrature(x[big], beta)
-            # Step 5 [REVIEW][PRIVACY]: np.clip passes NaN through, so map it first.
+            # Step 5: np.clip passes NaN through, so map it first (privacy: a NaN
+            # for some records and not others would reveal them).
             r = np.clip(np.nan_to_num(r, nan=0.0), -CAP, CAP)
             out[start : start + _BLOCK] = sign * r
     return out.reshape(shape)
@@ -245,16 +251,20 @@ class CatoniMeanOracle:
     estimated by ``(s / n) sum_i psi_beta(g_ij / s)`` and the whole vector is
     released with Gaussian noise.
 
-    Sensitivity (replace-one, ``n`` public; card §4.1, Wang et al. Lemma 3 /
-    Theorem 6): ``|psi_beta| <= CAP = 2 sqrt(2)/3`` for every input (enforced by
-    :func:`catoni_psi`), so replacing one record changes one summand of each
-    coordinate by at most ``2 CAP`` and the coordinate by at most
+    Sensitivity (replace-one, ``n`` public; Wang et al., the bound stated with
+    eq. (12), used in Theorem 6): ``|psi_beta| <= CAP = 2 sqrt(2)/3`` for every
+    input (enforced by :func:`catoni_psi`), so replacing one record changes one
+    summand of each coordinate by at most ``2 CAP`` and the coordinate by at most
     ``Delta = (s / n) 2 CAP = 4 sqrt(2) s / (3 n)``, whatever the data. The
     ``p = prod(shape)`` coordinates then have l2-sensitivity ``sqrt(p) Delta``, and
     one Gaussian mechanism of std ``sigma = sqrt(p) Delta / sqrt(2 rho)`` per call is
-    ``rho``-zCDP. With ``rho = rho_total / T`` and ``p = d`` this is the card's
-    ``sigma = (4 s / (3 n)) sqrt(d T / rho_total)`` (Algorithm 4's noise, with the
-    card's [FIX] reading of its line 1: ``rho_total = rho(epsilon, delta)``).
+    ``rho``-zCDP. With ``rho = rho_total / T`` and ``p = d`` this is
+    ``sigma = (4 s / (3 n)) sqrt(d T / rho_total)``, which for the paper's ``s`` is
+    Algorithm 4's ``sigma^2 = 8 v d T / (9 ln(1/delta') n rho_total)``. There
+    ``rho_total`` is the zCDP budget of ``(epsilon, delta)``,
+    ``(sqrt(ln(1/delta) + epsilon) - sqrt(ln(1/delta)))^2``: Algorithm 4, line 1,
+    prints ``(sqrt(log(1/delta)) + epsilon - sqrt(log(1/delta)))^2``, literally
+    ``epsilon^2``, a typo that the paper's own noise formula rules out.
 
     Parameters
     ----------
@@ -263,12 +273,15 @@ class CatoniMeanOracle:
         ``E g_j^2`` (Assumption A4). Only accuracy depends on it being right.
     scale : {"rms", "paper"} or float, default="rms"
         Truncation scale ``s``. ``"paper"``: ``sqrt(n v / (2 ln(1/delta')))``
-        (Lemma 3, with the OPEN-1 reading ``ln(1/delta')``); ``"rms"``:
-        ``2 sqrt(v)`` (heuristic of the card, OPEN-5: the paper's ``s`` grows with
-        ``sqrt(n)`` and so does the noise); a positive float is used as is.
+        (Lemma 3; Algorithm 4, line 1, prints ``ln(1/(delta' T))``, but Theorem 7
+        and the noise formula match ``ln(1/delta')``, used here); ``"rms"``:
+        ``2 sqrt(v)`` (a library heuristic, not in the paper: the paper's ``s``
+        grows with ``sqrt(n)`` and so does the noise); a positive float is used as
+        is.
     smoothing : float or None, default=None
         ``beta_N``, precision of the multiplicative smoothing noise, in
-        ``[1e-6, 1e12]``. None: ``ln(1/delta')`` (Algorithm 4, OPEN-2).
+        ``[1e-6, 1e12]``. None: ``ln(1/delta')`` (Algorithm 4, line 1; Lemma 3
+        uses ``2 ln(1/delta')``).
     failure_prob : float, default=0.01
         ``delta'`` in ``(0, 1)``, the failure probability of the utility guarantee
         (never of privacy).
@@ -336,7 +349,7 @@ class CatoniMeanOracle:
             )
 
     def _resolve_smoothing(self):
-        # Algorithm 4 line 1 uses ln(1/delta'); Lemma 3 has 2 ln(1/delta') (OPEN-2).
+        # Algorithm 4 line 1 uses ln(1/delta'); Lemma 3 has 2 ln(1/delta').
         # Either is privacy-neutral: Delta only uses |psi| <= CAP.
         if self.smoothing is None:
             return math.log(1.0 / self.failure_prob)
@@ -345,8 +358,10 @@ class CatoniMeanOracle:
     def _resolve_scale(self, n_samples):
         v = self.moment_bound
         if self.scale == "paper":
-            # Lemma 3 with ln(1/delta') (card OPEN-1); sigma is derived from this same
-            # s below, never from the paper's closed-form sigma^2.
+            # Lemma 3 with ln(1/delta') (Algorithm 4, line 1, prints ln(1/(delta' T));
+            # Theorem 7 and the paper's sigma^2 match ln(1/delta')). sigma is derived
+            # from this same s below, never from the paper's closed-form sigma^2:
+            # a larger s with that sigma would be under-noised.
             s = math.sqrt(n_samples * v / (2.0 * math.log(1.0 / self.failure_prob)))
         elif self.scale == "rms":
             s = 2.0 * math.sqrt(v)
@@ -387,7 +402,7 @@ class CatoniMeanOracle:
         beta = self._resolve_smoothing()
         # Replace-one changes one summand psi(g_ij / s) of each coordinate, both in
         # [-CAP, CAP] (catoni_psi's final clip): Delta = (s/n) 2 CAP = 4 sqrt(2) s/(3n)
-        # per coordinate (card §4.1, Lemma 3 / Theorem 6); sqrt(p) Delta in l2.
+        # per coordinate (Wang et al., with eq. (12)); sqrt(p) Delta in l2.
         sensitivity = (s / n) * 2.0 * CAP
         p = math.prod(shape)
         self.mechanism_ = GaussianMechanism.from_zcdp(
@@ -417,7 +432,8 @@ class CatoniMeanOracle:
         sample_weight : ndarray of shape (n,), optional
             Public weights in ``[0, 1]`` multiplying each ``psi`` term; the
             denominator stays the public ``n``, so every summand is still in
-            ``[-CAP, CAP]`` and ``Delta`` is unchanged (card §4.12).
+            ``[-CAP, CAP]`` and ``Delta`` is unchanged (a denominator
+            ``sum w_i`` would be data-dependent and break it).
 
         Returns
         -------

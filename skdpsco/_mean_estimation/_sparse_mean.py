@@ -427,9 +427,10 @@ def l1_recovery_mean(
 ):
     """Private mean of per-example sparse vectors by Gaussian l1-recovery.
 
-    Algorithm 2 of Ghazi et al. (compressed sensing), with the card's measurement
-    clipping that makes privacy unconditional. Rows ``g_i`` of ``G`` are first mapped
-    into ``{||g||_2 <= L, ||g||_1 <= L sqrt(s)}`` as in :func:`projection_mean`. With
+    Algorithm 2 of Ghazi et al. (compressed sensing), with a per-example clipping of
+    the measurements (not in the paper) that makes privacy unconditional. Rows
+    ``g_i`` of ``G`` are first mapped into ``{||g||_2 <= L, ||g||_1 <= L sqrt(s)}``
+    as in :func:`projection_mean`. With
     ``m = ceil(c_m n epsilon sqrt(s ln(d/s) / ln(1/delta)))`` measurements (``n`` the
     number of rows), public branches:
 
@@ -463,7 +464,7 @@ def l1_recovery_mean(
     rng : numpy.random.Generator
         Draws ``A`` and the noise.
     measurement_constant : float, default=1.0
-        ``c_m`` (the paper leaves the constant unspecified, card §9 item 1).
+        ``c_m`` (Algorithm 2 gives ``m`` only up to an unspecified constant).
     n_measurements : int, optional
         Override ``m`` (public). With ``epsilon=inf`` in the testing mode this runs
         the noiseless compressed-sensing branch.
@@ -594,9 +595,9 @@ class ProjectionMeanOracle(_SparseOracleBase):
     in the same ball): l1 ``2 L sqrt(s) / n`` for the Laplace variant, l2 ``2L/n`` for
     the Gaussian variant (Algorithm 1, Fact 2.3). Neither assumes anything of the
     rows: sparsity is enforced by the l1 clip, never read from the data. Rows that
-    *are* s-sparse (after the estimator's per-row map, card §7.3) are not distorted by
-    it. For a ``(dim, K)`` parameter ``s`` counts the non-zeros of the flattened
-    gradient (``K nnz(x~_i)``).
+    *are* s-sparse (after the estimator's per-row map of the features) are not
+    distorted by it. For a ``(dim, K)`` parameter ``s`` counts the non-zeros of the
+    flattened gradient (``K nnz(x~_i)``).
 
     Parameters
     ----------

@@ -8,21 +8,23 @@ Every coordinate ``j`` of the gradient mean is estimated from the ``n`` values
 
 where ``z_(1) <= ... <= z_(n)`` are the sorted values, ``m`` the public trim count,
 ``[a, b]`` the public range of the true mean, and ``S_j`` the ``t_SS``-smooth upper
-bound on the local sensitivity of card §3.2 [PRIVACY] (the paper's own scale
-``max{(z_(n) - z_(1)) / (n - 2m), e^{-mt} (b - a)}`` is NOT t-smooth and is not used):
+bound on the local sensitivity built from Bun & Steinke's order statistics (the
+scale ``max{(z_(n) - z_(1)) / (n - 2m), e^{-mt} (b - a)}`` printed in the paper's
+Algorithm 2, line 1, bounds the smooth sensitivity but is NOT itself t-smooth: one
+outlier moves it arbitrarily, so it is not used):
 
     S = max( e^{-m t} (b - a),
              max_{k=0..m-1} e^{-k t} min{ b - a,
                  max_{l=0..k+1} (z_(n-m+1+k-l) - z_(m+1-l)) / (n - 2m) } ).
 
-Privacy (replace-one, ``n`` public; design.md §4.2). Per call the oracle releases
-``p = prod(shape)`` such coordinates, each with ``eps0 = sqrt(2 rho / p)``,
-``t_SS = eps0^2 / 16``, ``s_AN = eps0 / 4``: by Bun & Steinke (2019), arsinh-normal
-mechanism (Wang et al. 2020, Theorem 3, citing Bun & Steinke's Theorem 7 and
-Prop. 5; stated for ``0 < eps0 <= 1``, which :meth:`calibrate` enforces [REVIEW]),
-each coordinate is ``eps0^2 / 2 = rho / p``-zCDP, and the ``p`` coordinates compose
-to ``rho``-zCDP (Bun & Steinke 2016, Lemma 2.3). ``S`` is data-dependent; it is used
-only as the noise scale and never stored or returned [REVIEW][PRIVACY].
+Privacy (replace-one, ``n`` public; the documentation's privacy page). Per call the
+oracle releases ``p = prod(shape)`` such coordinates, each with
+``eps0 = sqrt(2 rho / p)``, ``t_SS = eps0^2 / 16``, ``s_AN = eps0 / 4``: by Bun &
+Steinke (2019), arsinh-normal mechanism (Wang et al. 2020, Theorem 3, citing Bun &
+Steinke's Theorem 7 and Prop. 5; stated for ``0 < eps0 <= 1``, which
+:meth:`calibrate` enforces), each coordinate is ``eps0^2 / 2 = rho / p``-zCDP, and
+the ``p`` coordinates compose to ``rho``-zCDP (Bun & Steinke 2016, Lemma 2.3). ``S``
+is data-dependent; it is used only as the noise scale and never stored or returned.
 """
 
 import math
@@ -65,10 +67,11 @@ _GRID = 32
 
 
 def default_trim_count(n_samples, smoothness):
-    """Card §3.2 [PROPOSED] ``m = min(ceil(ln(n) / t_SS), floor((n - 1) / 4))``.
+    """Default trim count ``m = min(ceil(ln(n) / t_SS), floor((n - 1) / 4))``.
 
-    The noise floor of :func:`trimmed_mean_smooth_sensitivity` is
-    ``e^{-m t} (b - a)``; ``m >= ln(n) / t`` pushes it below ``(b - a) / n``.
+    Wang et al. (2020), Algorithm 2, only asks for ``m = O(1)``, but the noise floor
+    of :func:`trimmed_mean_smooth_sensitivity` is ``e^{-m t} (b - a)`` with a tiny
+    ``t``; ``m >= ln(n) / t`` pushes it below ``(b - a) / n``.
 
     Parameters
     ----------
@@ -135,11 +138,12 @@ def trimmed_mean(values, trim_count, low, high):
 
 
 def trimmed_mean_smooth_sensitivity(values, trim_count, width, smoothness):
-    """The ``t``-smooth upper bound of card §3.2 on the clamped trimmed mean's LS.
+    """The ``t``-smooth upper bound on the clamped trimmed mean's local sensitivity.
 
     ``S = max(e^{-mt} w, max_{k<m} e^{-kt} min(w, A^(k)))`` with ``w = b - a`` and
     ``A^(k) = max_{l=0..k+1} (z_(n-m+1+k-l) - z_(m+1-l)) / (n - 2m)`` (1-based
-    order statistics); ``S = w`` when ``m = 0``. Computed exactly (see
+    order statistics); ``S = w`` when ``m = 0``. Derived in
+    :class:`SmoothSensitivityTrimmedMeanOracle` (step 2); computed exactly (see
     ``_smooth_sensitivity_scaled``).
 
     Parameters
@@ -198,22 +202,24 @@ def _order_stat_range(hi, lo, k):
 
 
 def _smooth_sensitivity_scaled(W, m, width, t):
-    """Card §3.2's SMOOTH_SENS for every row of ``W`` (sorted, divided by n - 2m).
+    """The smooth bound ``S`` for every row of ``W`` (sorted, divided by n - 2m).
 
-    Exact, not an approximation [REVIEW]: ``A^(k)`` is non-decreasing in ``k``
+    Exact, not an approximation (an upper bound on a smooth bound need not itself be
+    smooth, so only exact shortcuts are allowed): ``A^(k)`` is non-decreasing in ``k``
     (for a pair ``i + l = k + 1`` the pair ``(i + 1, l)`` has a larger ``hi``, and
     rounding is monotone, so this holds in floating point too) and ``e^{-kt}`` is
     non-increasing (enforced on the float array), so on an interval ``[k1, k2]``
     every term ``e^{-kt} min(w, A^(k))`` is at most ``e^{-k1 t} min(w, A^(k2))``.
-    Intervals whose bound does not exceed the best term found are dropped (the
-    card's "exact early exit", generalised); the others are refined down to single
+    Intervals whose bound does not exceed the best term found are dropped (an exact
+    early exit); the others are refined down to single
     ``k``. The result equals the brute-force ``O(m^2)`` maximum; each ``A^(k)`` costs
     ``O(k)`` and typically a few hundred are evaluated.
     """
     W = np.asarray(W, dtype=float)
     q, n = W.shape
     if m == 0:
-        # No trimming: the clamped mean has LS <= b - a, a constant (card [REVIEW]).
+        # No trimming: the clamped mean has LS <= b - a, a constant (the formula
+        # above needs m >= 1).
         return np.full(q, float(width))
     decay = np.exp(-t * np.arange(m + 1, dtype=float))
     np.minimum.accumulate(decay, out=decay)
@@ -286,8 +292,8 @@ class SmoothSensitivityTrimmedMeanOracle:
     The mean oracle of Wang et al. (2020), Algorithm 3: every coordinate ``j`` of
     the per-sample gradients ``g_i = u_i (outer) x~_i`` is estimated by
     Algorithm 2, the clamped trimmed mean of the ``n`` values ``g_ij`` plus
-    ``(S_j / s_AN) sinh(Y_j)`` with ``S_j`` the exact ``t_SS``-smooth bound of card
-    §3.2 [PRIVACY] (never the paper's printed bound, which is not smooth).
+    ``(S_j / s_AN) sinh(Y_j)`` with ``S_j`` the exact ``t_SS``-smooth bound derived
+    below (never the bound printed in Algorithm 2, line 1, which is not smooth).
 
     Privacy (replace-one, ``n`` public). Per coordinate:
 
@@ -299,10 +305,10 @@ class SmoothSensitivityTrimmedMeanOracle:
        statistic by at most one rank, so ``LS_f(z) <= U_0`` with
        ``U_k = min(b - a, A^(k))``, ``A^(k) = max_{l=0..k+1} (z_(n-m+1+k-l) -
        z_(m+1-l)) / (n - 2m)`` (Bun & Steinke 2019), and ``U_k = b - a`` for
-       ``k >= m`` (the clamp); ``U_k(z) <= U_{k+1}(z')`` for neighbours (card §3.2
-       proof: take ``l' = l + 1`` if the replaced value increased, else ``l' =
-       l``). By the smooth-sensitivity construction of Nissim, Raskhodnikova &
-       Smith (2007, §3), ``S = max_k e^{-k t} U_k`` is a ``t``-smooth upper bound on
+       ``k >= m`` (the clamp); ``U_k(z) <= U_{k+1}(z')`` for neighbours (proof:
+       take ``l' = l + 1`` if the replaced value increased, else ``l' = l``). By
+       the smooth-sensitivity construction of Nissim, Raskhodnikova & Smith
+       (2007, §3), ``S = max_k e^{-k t} U_k`` is a ``t``-smooth upper bound on
        ``LS_f``: ``S >= LS_f`` and ``S(z) <= e^t S(z')``. Taking the max with a
        public constant (the floor below) keeps both properties.
     3. With ``t = t_SS = eps0^2 / 16`` and ``s = s_AN = eps0 / 4``, releasing
@@ -315,7 +321,7 @@ class SmoothSensitivityTrimmedMeanOracle:
     ----------
     mean_bounds : tuple of float (a, b) or None, default=None
         Public range of every coordinate's true mean (Assumption A3), ``a < b``.
-        None: ``(-gradient_scale, gradient_scale)`` (card §3.3 [PROPOSED]: valid
+        None: ``(-gradient_scale, gradient_scale)`` (a library default: valid
         when ``E g_j^2 <= gradient_scale^2``, since ``|E Z| <= sqrt(E Z^2)``). Only
         accuracy depends on it being right.
     gradient_scale : float, default=1.0
@@ -323,7 +329,7 @@ class SmoothSensitivityTrimmedMeanOracle:
         the default ``mean_bounds``.
     trim_count : int or None, default=None
         ``m``, values trimmed from each end, ``1 <= m`` and ``n - 2m >= 1``. None:
-        ``min(ceil(ln(n) / t_SS), floor((n - 1) / 4))`` (card §3.2 [PROPOSED]; a
+        ``min(ceil(ln(n) / t_SS), floor((n - 1) / 4))`` (:func:`default_trim_count`; a
         ``UserWarning`` when the cap binds; ``0`` in the non-private testing mode
         and for ``n < 5``).
     clip_noisy_mean : bool, default=True
@@ -352,9 +358,9 @@ class SmoothSensitivityTrimmedMeanOracle:
     Notes
     -----
     Everything stored is a function of public inputs; ``S``, the un-noised means and
-    the sorted values live only inside :meth:`estimate` [REVIEW][PRIVACY].
+    the sorted values live only inside :meth:`estimate`.
 
-    Floor on ``S`` (conservative, card rule "use the conservative reading"): the
+    Floor on ``S`` (a conservative addition, not in the paper): the
     noise scale uses ``max(S, S_min)`` with ``S_min = max((b - a) e^{-30}, 2^20
     s_AN ulp(max(|a|, |b|)))``. A constant is 0-smooth and the max of ``t``-smooth
     upper bounds is one, so privacy is unchanged; it only matters when
@@ -446,7 +452,8 @@ class SmoothSensitivityTrimmedMeanOracle:
 
     def _resolve_bounds(self):
         if self.mean_bounds is None:
-            # Card §3.3 [PROPOSED]: |E g_j| <= sqrt(E g_j^2) <= gradient_scale.
+            # Default range: |E g_j| <= sqrt(E g_j^2) <= gradient_scale (Assumption 4
+            # with v = gradient_scale^2).
             return (-self.gradient_scale, self.gradient_scale)
         return self.mean_bounds
 
@@ -472,8 +479,8 @@ class SmoothSensitivityTrimmedMeanOracle:
         ------
         ValueError
             If ``eps0 = sqrt(2 rho / p) > 1`` for a finite ``rho``: Bun & Steinke's
-            guarantee (Wang et al. Theorem 3) is stated only for ``eps0 <= 1``
-            [REVIEW]. Also for invalid ``n``, ``rho``, ``shape`` or a ``trim_count``
+            guarantee (Wang et al. Theorem 3) is stated only for ``eps0 <= 1``.
+            Also for invalid ``n``, ``rho``, ``shape`` or a ``trim_count``
             with ``n - 2m < 1``.
         """
         if (
@@ -522,7 +529,7 @@ class SmoothSensitivityTrimmedMeanOracle:
                     f"exceeds (n - 1) / 4 at n = {n}; it is capped at m = {m}. The "
                     f"noise floor e^(-m t) (b - a) / s_AN is then "
                     f"{math.exp(-m * t):.3g} (b - a) / s_AN: Algorithm 3 is likely "
-                    "dominated by noise (card §3.2). Privacy is unaffected.",
+                    "dominated by noise. Privacy is unaffected.",
                     UserWarning,
                     stacklevel=2,
                 )
@@ -619,8 +626,8 @@ class SmoothSensitivityTrimmedMeanOracle:
             Z /= n - 2 * m  # monotone: the order survives, every sum stays finite
             means[cols] = np.clip(_accurate_sum(Z[:, m : n - m]), a, b)
             if private:
-                # S: the exact t-smooth bound of card §3.2 (class docstring, step 2),
-                # with the public floor (Notes); a local, never stored [REVIEW].
+                # S: the exact t-smooth bound (class docstring, step 2), with the
+                # public floor (Notes); a local, never stored.
                 S = _smooth_sensitivity_scaled(Z, m, b - a, self.smoothness_)
                 scales[cols] = np.maximum(S, self.min_smooth_sensitivity_)
             del Z
@@ -631,7 +638,7 @@ class SmoothSensitivityTrimmedMeanOracle:
             # per coordinate; independent Y_j, p coordinates -> rho (see records).
             out = means + (scales / self.noise_divisor_) * arsinh_normal_noise(rng, p)
         if self.clip_noisy_mean:
-            out = np.clip(out, a, b)  # post-processing (card §3.2 [PROPOSED])
+            out = np.clip(out, a, b)  # post-processing; E g_j lies in [a, b]
         return out.reshape(self.shape_)
 
     def records(self, count):

@@ -1,6 +1,6 @@
 """Private-range truncated mean: the heavy-tailed gradient-mean oracle of Kamath et al.
 
-Two stages on disjoint halves of the records (card kamath-liu-zhang-2021 §2.1–§2.2):
+Two stages on disjoint halves of the records (Kamath, Liu & Zhang 2021, Section 4.1):
 
 1. **CDPRE** (Algorithm 2): on half ``Y``, one noisy histogram per coordinate over a
    data-independent bucket grid; the midpoint of the noisy argmax bucket is a coarse
@@ -9,15 +9,17 @@ Two stages on disjoint halves of the records (card kamath-liu-zhang-2021 §2.1�
    ``tau sqrt(p) s`` from ``c`` are *discarded*, the rest are averaged with the
    denominator floored at ``3n/4``, and Gaussian noise is added.
 
-Units (card §1.5, [LIB]): the paper's constants (bucket half-width 10, truncation 60)
-are in units of the gradient's scale. With the public ``gradient_scale`` ``s`` the
+Units (a library addition): the paper normalises the gradients to a k-th moment bound
+of 1 (Definition 2.11), so its constants (bucket half-width 10, truncation 60) are in
+units of the gradient's scale. With the public ``gradient_scale`` ``s`` the
 algorithms run on ``g / s`` and the output is multiplied back by ``s``; equivalently the
 bucket width is ``2 tau_RE s``, the ball radius ``tau sqrt(p) s`` and the noise std
 ``sigma s``, which is how it is computed here. Dividing by a public constant changes
 no privacy argument.
 
-Neighbouring relation: replace-one record, ``N`` public (design.md §4.2). Every
-sensitivity is stated where its noise is drawn.
+Neighbouring relation: replace-one record, ``N`` public (the paper's Definition 2.1;
+the documentation's privacy page). Every sensitivity is stated where its noise is
+drawn.
 """
 
 import math
@@ -85,9 +87,10 @@ def _check_sample_split(sample_split):
 def default_gradient_bound(gradient_scale, dim):
     """Default public bound ``R`` on ``||E grad||``: ``s * max(sqrt(p), e)``.
 
-    Card §6.2 [LIB] heuristic: under standardised features the logistic gradient mean
-    has norm of order ``sqrt(p) s`` and the ridge one of order ``s``; the floor ``e``
-    keeps ``ln(R / s) >= 1`` (card §2.4, ``L_R``). A function of public numbers only.
+    A library heuristic (the paper takes ``R`` as given): under standardised features
+    the logistic gradient mean has norm of order ``sqrt(p) s`` and the ridge one of
+    order ``s``; the floor ``e`` keeps ``ln(R / s) >= 1``, the ``log R`` in the
+    denominator of Theorem 4.7's ``T``. A function of public numbers only.
 
     Parameters
     ----------
@@ -115,9 +118,11 @@ def default_gradient_bound(gradient_scale, dim):
 def mean_stage_size(n_samples, sample_split="data"):
     """``n``, the number of records the truncated mean averages over.
 
-    ``"data"`` (the paper): ``n = |Z| = N - floor(N/2)``, the half that is not used by
-    the histograms (card §2.7, "meaning of n"). ``"budget"`` (§2.7 optional variant):
-    every record is used by both stages, ``n = N``. ``N`` is public under replace-one.
+    ``"data"`` (Algorithm 3): ``n = |Z| = N - floor(N/2)``, the half that is not used
+    by the histograms; it is the count in the mean stage's sensitivity (the paper writes
+    ``n`` both for the total and for each half). ``"budget"`` (a variant not in the
+    paper): every record is used by both stages, ``n = N``. ``N`` is public under
+    replace-one.
 
     Examples
     --------
@@ -129,18 +134,19 @@ def mean_stage_size(n_samples, sample_split="data"):
     return N - N // 2 if sample_split == "data" else N
 
 
-# ------------------------------------------------------------------- CDPRE (§2.1)
+# -------------------------------------------------------------- CDPRE (Algorithm 2)
 
 
 @dataclass(frozen=True)
 class BucketGrid:
-    """The data-independent bucket grid of the range estimator (card §2.1).
+    """The data-independent bucket grid of the range estimator (Algorithm 2).
 
     In normalised units the buckets have width ``w = 2 tau_RE`` and edges ``w j`` for
     ``j = -(J+1) .. J+1`` with ``J = ceil(R / w)``: the paper's partition of
-    ``[-R' - w, R' + w]`` with ``R`` rounded up to ``R' = J w`` ([OPEN] -> multiple
-    of ``2 tau_RE``), i.e. ``2J + 2 = R'/tau_RE + 2`` buckets, the last one closed on
-    the right. It depends only on the public ``R`` and ``tau_RE``.
+    ``[-R' - w, R' + w]`` with ``R`` rounded up to the multiple ``R' = J w`` of
+    ``2 tau_RE`` (the paper's partition is only well formed for such ``R``; rounding
+    up adds at most two buckets), i.e. ``2J + 2 = R'/tau_RE + 2`` buckets, the last
+    one closed on the right. It depends only on the public ``R`` and ``tau_RE``.
 
     Attributes
     ----------
@@ -263,10 +269,10 @@ def _bucket_index(V, grid, scale):
 def range_histogram_mechanism(rho_p, n_coordinates=1, name="range histogram"):
     """Gaussian noise for ``n_coordinates`` histograms at ``rho_p``-zCDP each.
 
-    Sensitivity (card §2.1 / §3.1, KSU20 Thm 3.1): under replace-one the moved record
-    leaves one bucket and enters another, so one histogram's count vector changes in
-    at most two cells by 1: l2-sensitivity ``sqrt(2)`` (a move to or from "no bucket"
-    changes one cell: 1). ``N(0, 1/rho_p)`` on every cell,
+    Sensitivity (Algorithm 2 and Appendix C.3, KSU20 Thm 3.1): under replace-one the
+    moved record leaves one bucket and enters another, so one histogram's count vector
+    changes in at most two cells by 1: l2-sensitivity ``sqrt(2)`` (a move to or from
+    "no bucket" changes one cell: 1). ``N(0, 1/rho_p)`` on every cell,
     ``sigma^2 = Delta^2 / (2 rho_p) = 1 / rho_p``, is ``rho_p``-zCDP. The same record
     moves in every coordinate's histogram, so ``q`` histograms together have
     l2-sensitivity ``sqrt(2 q)`` at the same per-cell ``sigma``: the returned
@@ -292,14 +298,15 @@ def range_histogram_mechanism(rho_p, n_coordinates=1, name="range histogram"):
 
 
 def _noisy_argmax_midpoints(counts, grid, mechanism, rng):
-    # Noise on EVERY cell, empty or not (card §3.1); argmax with the lowest-index
-    # tie rule (np.argmax), a data-independent post-processing.
+    # Noise on EVERY cell, empty or not (noising only the non-empty cells would
+    # reveal which are empty); argmax with the lowest-index tie rule (np.argmax), a
+    # data-independent post-processing.
     noisy = mechanism.release(counts, rng)
     return grid.midpoints[np.argmax(noisy, axis=1)]
 
 
 def private_range_centre(values, rho_p, bound, bucket_halfwidth, rng):
-    """CDPRE: private coarse centre of each coordinate (Algorithm 2, card §2.1).
+    """CDPRE: private coarse centre of each coordinate (Algorithm 2).
 
     For every coordinate, the counts of a data-independent bucket grid over
     ``[-R' - 2 tau_RE, R' + 2 tau_RE]`` (``R`` rounded up to a multiple of
@@ -357,7 +364,7 @@ def private_range_centre(values, rho_p, bound, bucket_halfwidth, rng):
     return float(centre[0]) if values.ndim == 1 else centre
 
 
-# --------------------------------------------------------- truncated means (§2.2)
+# ---------------------------------------------------- truncated means (Algorithm 3)
 
 
 def _truncated_sum(G, centre, radius, mask=None):
@@ -368,7 +375,7 @@ def _truncated_sum(G, centre, radius, mask=None):
         with np.errstate(over="ignore", invalid="ignore"):
             D = block - centre
             dist = np.sqrt(np.einsum("ij,ij->i", D, D))
-        # [REVIEW][PRIVACY] The keep test must be `dist <= radius`: NaN (and +-inf or
+        # Privacy: the keep test must be `dist <= radius`: NaN (and +-inf or
         # an overflowing norm) compares False, so such a row is dropped. Never write
         # it as `not (dist > radius)`, which would keep NaN rows.
         keep = dist <= radius
@@ -380,7 +387,7 @@ def _truncated_sum(G, centre, radius, mask=None):
 
 def _axis_truncated_sum(G, centre, halfwidth, mask=None):
     """Per coordinate of ``G[mask]``: ``(sum of kept g_j - c_j, count kept)``, keep
-    iff ``|g_j - c_j| <= halfwidth`` (NaN dropped, same [REVIEW] rule)."""
+    iff ``|g_j - c_j| <= halfwidth`` (NaN compares False and is dropped)."""
     total, kept = np.zeros(G.shape[1]), np.zeros(G.shape[1], dtype=np.int64)
     for block in _row_blocks(G, mask):
         with np.errstate(over="ignore", invalid="ignore"):
@@ -392,14 +399,15 @@ def _axis_truncated_sum(G, centre, halfwidth, mask=None):
 
 
 def truncated_mean(G, centre, radius, n):
-    """``c + sum_{kept}(g - c) / max(|kept|, 3n/4)`` without noise (card §2.2 step 3–4).
+    """``c + sum_{kept}(g - c) / max(|kept|, 3n/4)`` without noise (Alg. 3, l. 6-10).
 
     A row is kept iff ``||g - c|| <= radius`` (NaN, +-inf and overflowing norms are
     dropped). This is the noiseless query of :class:`TruncatedMeanOracle`, exposed for
     the sensitivity tests.
 
     Sensitivity (replace-one inside ``Z``, ``c`` fixed, ``r`` = ``radius``; the paper
-    omits the proof, card §2.2 re-derives it; KSU20 Lemma 3.3 style). Write
+    omits the proof (Appendix C.4 defers to KSU20), so it is derived here in the style
+    of KSU20 Lemma 3.3). Write
     ``f = S / max(m, 3n/4)`` with ``S`` the kept sum, ``m`` the kept count, ``u`` the
     replaced record's kept vector (``||u|| <= r``) and ``S'`` the sum over the other
     kept rows (``||S'|| <= (m - 1) r``):
@@ -413,9 +421,10 @@ def truncated_mean(G, centre, radius, n):
       - floor crossing ``m - 1 < 3n/4 < m``: ``f - f' = u/m + S'(1/m - 4/(3n))``, norm
         ``<= r/m + r (m-1)(m - 3n/4) / (m 3n/4) < 2r/m < 8r/(3n)``.
 
-    Hence ``Delta = 8 r / (3n)``; with ``r = tau sqrt(p) s`` this is the card's
-    ``8 tau sqrt(p) s / (3n)``, tight (two boundary points on opposite sides,
-    ``|kept| <= 3n/4``).
+    Hence ``Delta = 8 r / (3n)``; with ``r = tau sqrt(p) s`` this is
+    ``8 tau sqrt(p) s / (3n)``, the sensitivity behind Algorithm 3's noise variance
+    ``32 tau^2 d / (9 n^2 rho)`` (normalised units), and it is tight (two boundary
+    points on opposite sides, ``|kept| <= 3n/4``).
 
     Parameters
     ----------
@@ -436,7 +445,7 @@ def truncated_mean(G, centre, radius, n):
 
 
 def axis_truncated_mean(G, centre, halfwidth, n):
-    """Coordinate-wise truncated mean (card §2.6): ``d`` 1-d calls of step 3–4.
+    """Coordinate-wise truncated mean (Appendix B): Algorithm 3, l. 6-10, per axis.
 
     Coordinate ``j`` keeps the rows with ``|g_j - c_j| <= halfwidth`` and divides by
     ``max(count_j, 3n/4)``. By the 1-d case of :func:`truncated_mean` each coordinate
@@ -472,7 +481,7 @@ class TruncatedMeanOracle:
        :func:`truncated_mean`) and ``sigma^2 = Delta^2 / (2 rho) =
        32 tau^2 p s^2 / (9 n^2 rho)``.
 
-    Privacy of one call (card §3.4, parallel composition): a replaced record lies in
+    Privacy of one call (parallel composition over the halves): a replaced record is in
     ``Y`` or in ``Z``. In ``Y``, ``Z`` is unchanged and the output is a
     post-processing of the histograms, which are ``sqrt(2 p) / sqrt(p / rho) =
     sqrt(2 rho)``-GDP; in ``Z``, ``c`` has the same law on both sides and, for every
@@ -482,7 +491,7 @@ class TruncatedMeanOracle:
     Su 2022, Cor 3.3) holds for any GDP mechanisms, so ``all_gaussian = True`` (exact
     GDP accounting) is valid. This needs the split to be by index and data-independent.
 
-    With ``sample_split="budget"`` (card §2.7, optional sound variant) both stages use
+    With ``sample_split="budget"`` (a sound variant not in the paper) both stages use
     all ``N`` rows: histograms at ``rho / (2p)`` per coordinate, the mean at ``rho/2``
     with ``n = N`` in ``Delta`` and in the floor; the two stages compose sequentially
     (two records, ``sqrt(rho)``-GDP each, ``rho``-zCDP together).
@@ -490,7 +499,8 @@ class TruncatedMeanOracle:
     Parameters
     ----------
     gradient_scale : float, default=1.0
-        ``s``: public bound with ``E|<g - E g, v>|^k <= s^k`` for unit ``v`` (§1.5).
+        ``s``: public bound with ``E|<g - E g, v>|^k <= s^k`` for unit ``v`` (the
+        paper's Definition 2.11 with ``gamma = s^k``; see the module docstring).
     truncation : "auto" or float, default="auto"
         ``tau`` (ball radius ``tau sqrt(p) s``). ``"auto"``: the caller supplies it
         from :mod:`skdpsco._solvers._schedules` (the convex ``tau`` depends on the
@@ -688,7 +698,7 @@ class TruncatedMeanOracle:
         return self
 
     def _warn_accuracy_preconditions(self):
-        # Card §7.3: accuracy (not privacy) preconditions of Thm 4.1 / 4.2.
+        # Accuracy (not privacy) preconditions of Thm 4.1 / 4.2.
         tau, tau_re = self.truncation_, self.bucket_halfwidth
         if tau_re < MIN_BUCKET_HALFWIDTH:
             warnings.warn(
@@ -710,7 +720,8 @@ class TruncatedMeanOracle:
 
     def _draw_split(self, rng):
         # By index only, from the fit's RNG, before any data is read: the same seed
-        # gives the same Y/Z whatever the values (card §2.7, §3.4).
+        # gives the same Y/Z whatever the values, which the parallel composition of
+        # the two stages needs.
         if self.sample_split != "data":
             return None
         N = self.n_samples_
@@ -791,8 +802,8 @@ class TruncatedMeanOracle:
 
         ``"data"``: ONE Gaussian record per call with ``mu = sensitivity / scale =
         sqrt(2 rho)``, the larger of the two stages' GDP parameters (equal up to
-        rounding), because the stages run on disjoint halves (parallel composition,
-        card §3.4). ``"budget"``: two records (histograms, mean), each
+        rounding), because the stages run on disjoint halves (parallel
+        composition). ``"budget"``: two records (histograms, mean), each
         ``sqrt(rho)``-GDP, composed sequentially.
         """
         hist, mean = self.histogram_mechanism_, self.mean_mechanism_
@@ -816,7 +827,7 @@ class TruncatedMeanOracle:
 
 
 class AxisTruncatedMeanOracle(TruncatedMeanOracle):
-    """Private heavy-tailed gradient mean, axis-aligned moments (card §2.6, App. B).
+    """Private heavy-tailed gradient mean, axis-aligned moments (Appendix B).
 
     ``p`` independent one-dimensional CDPHDME calls, each at ``rho / p``: coordinate
     ``j`` gets its own range histogram on ``Y`` (budget ``rho/p``, noise

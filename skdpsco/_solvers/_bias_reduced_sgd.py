@@ -12,7 +12,7 @@ What is public and what is not:
 * The levels ``N_t``, the batches ``B, O, E, I`` and the stopping time ``T`` are drawn
   from the caller's Generator, independently of the data. They are *not* noise: the
   levels and ``T`` are public (``T`` is released as ``n_iter``); the batches are never
-  released (their secrecy is what amplification by subsampling needs, card §4 item 7).
+  released (their secrecy is what amplification by subsampling, Lemma 5.3, needs).
 * Each step's privacy cost ``(epsilon_t, delta_t)`` is a function of ``N_t`` and public
   numbers only (Lemma 5.3, exact amplified values from
   :func:`skdpsco.privacy._filter.step_cost`), fixed before the step runs.
@@ -121,7 +121,8 @@ def per_example_gradient_matrix(design, y, loss, W, rows, *, norm_bound, sparsit
 
     Row ``i`` is ``c_i (outer) x~_i`` flattened in C order (``p = dim`` for a vector
     ``W``, ``dim * K`` for a ``(dim, K)`` one), where ``c_i`` is the loss derivative
-    scaled into ``{g : ||g||_2 <= L, ||g||_1 <= L sqrt(s)}`` (card §3.3 safety net,
+    scaled into ``{g : ||g||_2 <= L, ||g||_1 <= L sqrt(s)}`` (a safety net added to
+    the paper, whose bounds hold on this set by Remark 2.1;
     :func:`~skdpsco._mean_estimation._sparse_mean.sparse_clip_coefficients`), so the
     rows are finite whatever the data. Only the ``m`` batch rows are touched, and
     the matrix has the sparsity of those rows: nothing of size ``n x d`` is built.
@@ -245,7 +246,8 @@ def bias_reduced_gradient(
     p_level = tgeom_pmf(max_level)[level]
     m = 2 ** (level + 1)
     # Uniform fixed-size batch without replacement, in uniformly random order, so
-    # that its two halves are a uniform split (card §4 item 7: never released).
+    # that its two halves are a uniform split (never released: amplification by
+    # subsampling, Lemma 5.3, needs the batches secret).
     batch = rng.choice(n, size=m, replace=False)
     single = rng.integers(n, size=1)
     kwargs = {
@@ -278,8 +280,8 @@ def _check_call_records(records, epsilon, delta):
     A guard against a plugged-in estimator that ignores its budget: the filter's
     arithmetic assumes it (Lemma 5.3). Checked with the accountant on public numbers.
     """
-    for rec in records:
-        spent = account_records([rec], delta)[0]
+    for record in records:
+        spent = account_records([record], delta)[0]
         if not spent <= epsilon * (1.0 + 1e-9):
             raise RuntimeError(
                 f"mean_estimator spent epsilon={spent!r} > its per-call budget "
@@ -302,11 +304,12 @@ def bias_reduced_sgd_budget(epsilon, delta, n_samples, stopping="lagged"):
       composition, ``<= (3 epsilon/4, 15 delta/16)`` for every ``n >= 2``
       (``epsilon_max <= epsilon/8``: amplification never increases a cost;
       ``delta_max <= (3/16 + 1/(16 n)) delta``).
-    * ``"precheck"`` (card §3.4 [proposal]): every step is checked before it runs, so
-      nothing overshoots and the filter runs at the full ``(epsilon, delta/2,
-      delta/2)``; the run is ``(epsilon, delta)``-DP. About twice as many steps, but
-      the top level is then excluded near the end of the run (card [REVIEW]: the
-      telescoping of Lemma 5.4 is then incomplete there).
+    * ``"precheck"`` (a variant, not the paper's): every step is checked before it
+      runs, so nothing overshoots and the filter runs at the full ``(epsilon,
+      delta/2, delta/2)`` (Thm A.4's stopping rule); the run is
+      ``(epsilon, delta)``-DP. About twice as many steps, but the top level is then
+      excluded near the end of the run (the telescoping of Lemma 5.4 is then
+      incomplete there, the reason the paper lags its check).
 
     Returns
     -------
@@ -391,7 +394,8 @@ def stopping_time_quantile(
 
     ``T`` depends only on the levels ``N_t`` (Lemma 5.5), so its law is public. The
     default 25% quantile mirrors ``P[T <= tau] <= 1/4`` in Lemma 5.5 and is the
-    horizon ``tau`` of the step size (card §3.4 [proposal]).
+    horizon ``tau`` of the step size (Theorems 5.7 and 5.8 take
+    ``tau = C' n / ln(2/delta)`` with an unspecified constant ``C'``).
 
     Returns
     -------
@@ -410,8 +414,8 @@ def second_moment_bound(epsilon, delta, n_samples, norm_bound, sparsity, dim):
     ``nu^2 = 2 (2 L^2 + 2 E_1) + 4 sum_{k=0}^{M} (E_{2^(k+1)} + E_{2^k}) / p_k`` with
     ``E_m = min(L^2 (1 + sqrt(s))^2, 2 L sqrt(s) sigma_m sqrt(2 ln(2 p)))``, where
     ``sigma_m`` is the analytic Gaussian scale of l2-sensitivity ``2L/m`` at the
-    per-call budget ``(epsilon/32, delta/16)`` (card §3.4, following the proof of
-    Lemma 5.4 with Lemma 3.1). A function of public numbers only; used for the step
+    per-call budget ``(epsilon/32, delta/16)`` (following the proof of Lemma 5.4
+    with Lemma 3.1). A function of public numbers only; used for the step
     size, never for privacy.
     """
     L = float(norm_bound)
@@ -463,7 +467,8 @@ def bias_reduced_sgd(
     :func:`skdpsco.privacy._filter.step_cost`), asks the privacy filter whether it may
     run, computes the bias-reduced gradient (Algorithm 3, per-call budget
     ``(epsilon/32, delta/16)``), adds the public penalty's gradient ``lambda w``
-    (after privatisation, card §4 item 9) and takes a projected step. The released
+    (after privatisation, so that the dense penalty term never enters the clipped
+    per-example gradients) and takes a projected step. The released
     point is the average of ``x_0, ..., x_T`` (convex) or a uniformly random iterate
     (nonconvex).
 

@@ -15,7 +15,9 @@ most ``K = ceil(ln(2/delta)/gamma)`` runs; Liu–Talwar then gives
 when ``delta <= epsilon/10``. Only the selected candidate (and its own public step
 count) is released, never the number of runs: releasing it would void Theorem 3.4.
 
-Scores, with sensitivities (card §3.5 [REVIEW]):
+Scores, with sensitivities (Algorithm 5; the paper's bounded range, Item (A.4),
+bounds ``f(x, z) - f(y, z)`` over ``x`` at a fixed record, not the change over records
+at a fixed ``x`` that the convex score needs, hence the loss clipped to ``[0, B]``):
 
 * convex: ``F_S(x) = (1/n) sum_i min(max(f(x, z_i), 0), B) + (lambda/2)||w||^2``;
   one clipped summand changes, so the sensitivity is ``B/n`` (the public penalty

@@ -3,13 +3,14 @@
 Objective and output perturbation release a function of the exact minimiser ``w*`` of
 a private strongly convex objective; a solver only reaches an approximation ``w``.
 Their privacy proof then needs a *deterministic* bound ``||w - w*||_2 <= gamma`` with
-``gamma`` fixed from public quantities before the solve (design rule 4.6): the noise
-is calibrated to ``gamma``. This module returns such a bound or raises
+``gamma`` fixed from public quantities before the solve: the noise is calibrated to
+``gamma``. This module returns such a bound or raises
 :class:`~skdpsco.exceptions.CertificationError` and releases nothing.
 
-The certificate (the "residual certificate" of the Su–Zhao–Wang card, §3.1 [REVIEW]).
-Let ``F`` be differentiable and ``mu``-strongly convex on the closed convex set ``C``,
-``w`` any point, ``H > 0`` any step parameter, ``g = grad F(w)`` and
+The certificate: a residual certificate, which gives the optimiser of Su, Zhao &
+Wang's Algorithm 1 the deterministic accuracy its privacy proof assumes. Let ``F``
+be differentiable and ``mu``-strongly convex on the closed convex set ``C``, ``w`` any
+point, ``H > 0`` any step parameter, ``g = grad F(w)`` and
 
     w+ = P_C(w - g / H),      G = H (w - w+)        (the gradient mapping),
     v  = G + grad F(w+) - grad F(w).
@@ -27,9 +28,9 @@ hence ``||w+ - w*|| <= ||v|| / mu`` and, from the strong-convexity lower bound a
 Beck 2017, Thm 5.24 and Lemma 10.4 for the projection inequality). Only strong
 convexity and the exactness of the projection are used: the bound stays valid when
 ``H`` underestimates the true smoothness (then the method may fail to converge and
-raises, but never returns a false certificate). The card states ``2||v||/mu``; the
-argument above gives the factor 1, and the returned bound adds a floating-point
-margin on top.
+raises, but never returns a false certificate). The looser ``2||v|| / mu`` is often
+quoted; the argument above gives the factor 1, and the returned bound adds a
+floating-point margin on top.
 """
 
 import math

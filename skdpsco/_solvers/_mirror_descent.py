@@ -2,8 +2,8 @@
 Theorem 8).
 
 * :func:`noisy_mirror_descent` — noisy regularized mirror descent for unconstrained
-  l_p, ``1 < p < 2`` (Algorithm 3), generalized Gaussian noise with the card's
-  composition-consistent scale.
+  l_p, ``1 < p < 2`` (Algorithm 3), generalized Gaussian noise with the scale that
+  Lemmas 1 and 3 give (:func:`mirror_descent_noise_scale`).
 * :func:`phased_dp_sgd` — the ``p >= 2`` reduction of Theorem 8: Euclidean phased
   DP-SGD (Feldman, Koren & Talwar 2020) without projection.
 * :func:`shuffled_mirror_descent` — shuffled truncated DP mirror descent for
@@ -59,7 +59,7 @@ def _norm(a, r):
 
 @dataclass(frozen=True)
 class LpGeometry:
-    """The l_p geometry of Su–Zhao–Wang card §2.3 (mirror map and GG noise norm).
+    """The l_p geometry of Su–Zhao–Wang, Definition 3 (mirror map, GG noise norm).
 
     Attributes
     ----------
@@ -87,7 +87,7 @@ class LpGeometry:
         return 0.5 * self.kappa * _norm(w, self.p_plus) ** 2
 
     def grad_phi(self, w):
-        # Powers of the normalised vector (card §2.3): no overflow for q_plus ~ 20.
+        # Powers of the normalised vector: no overflow for q_plus ~ 20.
         n = _norm(w, self.p_plus)
         if n == 0:
             return np.zeros_like(w)
@@ -101,7 +101,7 @@ class LpGeometry:
 
 
 def lp_geometry(p, dim):
-    """Mirror map and noise norm for l_p^dim, ``1 < p <= 2`` (card §2.3, with [FIX]es).
+    """Mirror map and noise norm for l_p^dim, ``1 < p <= 2`` (Definition 3).
 
     Case A (``1/(p-1) <= 2e ln d`` or ``d = 1``): ``q_plus = q``,
     ``kappa = kappa_plus = 1/(p-1)``. Case B: ``q_plus = 2 ln d + 1``,
@@ -254,8 +254,8 @@ def _check_budget(epsilon, delta, what):
         raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
     if math.isfinite(epsilon) and epsilon > 1:
         # Lemma 1 (advanced composition), Lemma 3 (GG calibration) and the
-        # Gaussian tail bounds of these proofs are stated for epsilon < 1 (card §5
-        # item 6); refuse rather than extrapolate.
+        # Gaussian tail bounds of these proofs are stated for epsilon < 1; refuse
+        # rather than extrapolate.
         raise ValueError(f"{what} is proven for epsilon <= 1 only, got {epsilon!r}.")
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
@@ -265,7 +265,7 @@ def _check_budget(epsilon, delta, what):
 
 
 def mirror_descent_noise_scale(kappa, n_iter, lipschitz, n, epsilon, delta):
-    """GG scale ``sigma_md`` of Algorithm 3 ([FIX], card §3.2).
+    """GG scale ``sigma_md`` of Algorithm 3, re-derived from Lemmas 1 and 3.
 
     One step releases a full-batch mean gradient; replacing one record moves it by
     at most ``s = 2L/n`` in the dual norm ``||.||_q`` (each per-sample gradient has
@@ -427,20 +427,20 @@ def phased_dp_sgd(
 
     Since ``q <= 2``, ``||g||_2 <= ||g||_q`` and ``||w||_p <= ||w||_2``, so the
     l_p assumptions imply l_2 Lipschitzness and smoothness with the same constants
-    and the Euclidean algorithm applies (card §3.3, [PROPOSAL]: Feldman, Koren &
-    Talwar 2020, Phased SGD, without projection). ``k = ceil(log2 n)`` phases;
-    phase ``i`` runs one pass of SGD over ``n_i = floor(2^-i n)`` fresh records with
-    step ``eta_i = 4^-i eta`` from ``w_{i-1}``, averages its iterates and adds
-    ``N(0, sigma_i^2 I)``, ``sigma_i = 2 L eta_i / mu``, ``mu`` the exact
-    Gaussian-DP parameter of ``(epsilon, delta)`` (the paper's
-    ``4 L eta_i sqrt(ln(1/delta)) / eps`` is looser and spent about half the
-    budget).
+    and the Euclidean algorithm applies (Feldman, Koren & Talwar 2020, Phased SGD,
+    without projection; Theorem 8 states no parameters, these are the library's).
+    ``k = ceil(log2 n)`` phases; phase ``i`` runs one pass of SGD over
+    ``n_i = floor(2^-i n)`` fresh records with step ``eta_i = 4^-i eta`` from
+    ``w_{i-1}``, averages its iterates and adds ``N(0, sigma_i^2 I)``,
+    ``sigma_i = 2 L eta_i / mu``, ``mu`` the exact Gaussian-DP parameter of
+    ``(epsilon, delta)`` (FKT20's ``4 L eta_i sqrt(ln(1/delta)) / eps`` is looser:
+    it uses about half the budget).
 
     Sensitivity: for ``eta_i <= 2/beta`` a gradient step of a convex
     ``beta``-smooth loss is non-expansive, so replacing the one record of phase
     ``i`` moves every later iterate of the pass, and the average, by at most
     ``2 L eta_i`` (FKT20, Lemma 4.3). ``eta = min(2/beta, (D0/L) min(4/sqrt(n),
-    eps/sqrt(d ln(1/delta))))`` ([REVIEW]: the cap ``2/beta`` is privacy-critical).
+    eps/sqrt(d ln(1/delta))))``: the cap ``2/beta`` is privacy-critical.
     Every phase has the same noise-to-sensitivity ratio and the phases use disjoint
     records (parallel composition), so the ledger holds one Gaussian release of
     that ratio.
@@ -539,7 +539,7 @@ def _bregman_step(geom, constraint, theta, gamma):
     l_{p+} ball (an l_p ball in Case A, or the l_2 ball for p = 2): the
     unconstrained point ``grad Phi*(theta / gamma)`` rescaled radially. l_1 ball:
     ``grad Phi*(S_mu(theta) / gamma)`` with the soft threshold ``mu >= 0`` found by
-    bisection so that the l_1 norm equals the radius (card §3.4).
+    bisection so that the l_1 norm equals the radius.
     """
     u = geom.grad_phi_star(theta / gamma)
     name = getattr(constraint, "name", None)
@@ -581,7 +581,15 @@ def _check_alg4_set(constraint, geom):
 
 
 def _alg4_plan(n, d, geom, epsilon, delta, tau, sigma_g, beta, M, variant):
-    """Public parameters of Algorithm 4 (card §3.4, [PROPOSAL] calibration)."""
+    """Public parameters of Algorithm 4.
+
+    The paper gives ``sigma_loc``, ``T`` and ``lambda_tr`` up to constants only
+    (Algorithm 4, Theorem 10). The shuffled plan takes Theorem 10 with constant 1,
+    ``lambda_tr = sigma_g sqrt(n eps) / (kappa^2 d ln(1/delta))^(1/4)`` and
+    ``T = n eps kappa / sqrt(d ln(1/delta))`` (``M`` normalised to 1); the batched
+    plan balances the rate Table 2 states for the non-shuffled variant. The noise
+    scales are derived in :func:`shuffled_mirror_descent`.
+    """
     eps_t = 1.0 if math.isinf(epsilon) else epsilon
     lndelta = math.log(1.0 / delta)
     plans = {}
@@ -691,7 +699,8 @@ def shuffled_mirror_descent(
     loss : loss object
     constraint : ConstraintSet
         ``L1Ball``, ``LpBall`` with the same ``p`` (Case A), or ``L2Ball`` with
-        ``p = 2`` (the card's ``p >= 2`` heavy-tailed proposal: run with ``p = 2``).
+        ``p = 2`` (heavy-tailed ``p >= 2``: reduced to the Euclidean case, as the
+        paper suggests after Theorem 10, by running with ``p = 2``).
     p : float
         ``1 < p <= 2``.
     epsilon, delta : float
@@ -700,7 +709,7 @@ def shuffled_mirror_descent(
     smoothness : float, default=1.0
         ``beta`` w.r.t. ``||.||_p`` (utility only).
     truncation_threshold : float or "auto"
-        Public ``tau``; ``"auto"``: ``beta M + lambda_tr`` (card §3.4).
+        Public ``tau``; ``"auto"``: ``beta M + lambda_tr`` (Algorithm 4, step 6).
     variant : {"shuffled", "batched", "auto"}
     n_classes : int
     rng : numpy.random.Generator

@@ -6,15 +6,19 @@ Release ``theta^ = Proj_C(theta_2 + H)`` where ``theta_2`` approximately minimis
     J(theta) = L^(theta) + <G, theta> / n + c_tot ||theta||_2^2   over C,
 
 ``G ~ N(0, sigma_1^2 I)`` and ``H ~ N(0, sigma_2^2 I)``. The budget is split in two
-halves (card §2.6): the objective-perturbation release of the exact minimiser
-``theta*`` costs ``(eps/2, delta/2)`` (Theorem 1; the Jacobian term ``<= eps/4`` by
+halves (the ``ln(2.5/delta) = ln(1.25/(delta/2))`` of Algorithm 1): the
+objective-perturbation release of the exact minimiser ``theta*`` costs
+``(eps/2, delta/2)`` (Theorem 1; the Jacobian term ``<= eps/4`` by
 the floor ``c_tot >= r beta / (eps n)``, the Gaussian term ``<= eps/4`` except with
 probability ``delta/2``), and the Gaussian output perturbation hiding
 ``theta_2 - theta*`` costs ``(eps/2, delta/2)``: it needs ``||theta_2 - theta*|| <=
 gamma`` *always*, which the certified solver of :mod:`._certified` guarantees or
-raises. Neighbours: replace-one, ``n`` public. Generalized linear losses only
-([REVIEW], card §3.1): their per-record Hessian has rank ``k = 1`` and ``r = 2k = 2``
-for every ``d`` (no cap at ``d``).
+raises. Neighbours: replace-one, ``n`` public. Generalized linear losses only: their
+per-record Hessian has rank ``k = 1`` and ``r = 2k = 2`` for every ``d``. Algorithm 1
+prints ``r = min{d, 2 rank}``; with the cap at ``d`` the Jacobian term can exceed the
+``eps / 4`` the noise scales leave for it (a GLM with ``d = 1``), so it is not
+applied, and the rank is the maximum over every possible record (the paper: over
+``x ~ P``).
 
 Multinomial loss (``K >= 3`` classes, parameter matrix ``W`` of shape ``(dim, K)``,
 ``x~ = [x, 1]`` with an intercept). Every constant below is re-derived for it:
@@ -27,7 +31,7 @@ Multinomial loss (``K >= 3`` classes, parameter matrix ``W`` of shape ``(dim, K)
   all-ones vector, so the rank is ``<= K - 1``, and ``v^T (diag(p) - p p^T) v =
   Var_p(v) <= (max v - min v)^2 / 4 <= 1/2`` for ``||v|| = 1``, so the spectral norm
   is ``<= ||x~||^2 / 2 = beta``. Theorem 1's ``r = 2k`` with ``k = K - 1``
-  (card §3.1 [REVIEW]: in ``n J`` the base curvature is ``>= 2 n c_tot``, one
+  (Theorem 1's Jacobian term: in ``n J`` the base curvature is ``>= 2 n c_tot``, one
   record's rank-``k`` Hessian of norm ``<= beta`` moves ``log |det|`` of the
   Jacobian of ``W* -> G`` by ``<= k beta / (2 n c_tot) <= eps / 4`` when
   ``c_tot >= 2 k beta / (eps n)``);
@@ -132,7 +136,7 @@ def _set_quantities(constraint, n_features, intercept_bound, n_outputs=1):
         # [-B, B]^K: R_max B sqrt(K), diameter 2 B sqrt(K), width K B sqrt(2/pi).
         r_max = math.hypot(r_max, B * math.sqrt(n_outputs))
         diam = math.hypot(diam, 2.0 * B * math.sqrt(n_outputs))
-        width += n_outputs * B * math.sqrt(2.0 / math.pi)  # card §9.4, product rule
+        width += n_outputs * B * math.sqrt(2.0 / math.pi)  # widths of a product add
     return r_max, diam, width
 
 
@@ -153,8 +157,8 @@ def _sigma1(lipschitz, epsilon, delta, span_dim):
     if epsilon > 1:
         return derived
     # Theorem 1 verbatim: Gaussian mechanism of sensitivity 2L at (eps/4, delta/2).
-    # Its dimension-free constant is what the card verified against the chi_2 tail
-    # (m = 2, GLMs), where it is the larger of the two. For m = 2K the chi_m tail
+    # Its dimension-free constant covers the chi_2 tail (m = 2, GLMs), where it is
+    # the larger of the two. For m = 2K the chi_m tail
     # can exceed it (K = 3, delta = 1e-5: t = 5.9 > sqrt(2 ln(2.5/delta)) = 5.0), and
     # the paper's proof that would cover a moving direction is missing, so the
     # larger scale is used: more noise never costs privacy.
@@ -179,7 +183,7 @@ def objective_perturbation_constants(
     l2_penalty=0.0,
     opt_tol="auto",
 ):
-    """All public constants of Algorithms 1/2 (card §3.1 [PROPOSAL]), before any data.
+    """All public constants of Algorithms 1/2, before any data.
 
     Parameters
     ----------
@@ -192,7 +196,8 @@ def objective_perturbation_constants(
         Of the feasible set (utility and numerical floor only).
     hessian_rank : int, default=1
         ``k``, the maximal rank of one record's Hessian; ``r = 2k`` (Theorem 1,
-        card §3.1 [REVIEW]). 1 for GLMs, ``K - 1`` for the multinomial loss.
+        with no cap at ``d``: see the module docstring). 1 for GLMs, ``K - 1``
+        for the multinomial loss.
     gradient_span_dim : int, default=2
         ``m``, the dimension of a subspace, fixed by the two records, that holds
         the replaced record's gradient change at every parameter: 2 for GLMs,
@@ -209,7 +214,7 @@ def objective_perturbation_constants(
     """
     L, beta = float(lipschitz), float(smoothness)
     private = math.isfinite(epsilon)
-    r = 2 * int(hessian_rank)  # [REVIEW]: r = 2k, never capped at d
+    r = 2 * int(hessian_rank)  # r = 2k, never capped at d
     c_priv = r * beta / (epsilon * n) if private else 0.0
     if l2_penalty > 0:
         # Algorithm 2 in ridge form: the user's data-independent ridge counts
@@ -218,11 +223,13 @@ def objective_perturbation_constants(
     elif lam_obj == "auto":
         c_tot = max(L / (math.sqrt(n) * diameter), c_priv)
     else:
-        c_tot = max(float(lam_obj), c_priv)  # clamp up, never down (card §5.3)
+        c_tot = max(float(lam_obj), c_priv)  # clamp up, never down (Theorem 1)
     mu_J = 2.0 * c_tot
     ln_term = math.log(2.5 / delta)
     sigma1 = _sigma1(L, epsilon, delta, int(gradient_span_dim)) if private else 0.0
-    # Displacement rule (card §3.1): E||theta^ - theta_2||^2 <= sigma2 G_C <= rho^2.
+    # Displacement rule: E||theta^ - theta_2||^2 <= sigma2 G_C <= rho^2 (theta_2 in C,
+    # projection inequality). It replaces Theorem 2's alpha, whose printed n^(3/2)
+    # Remark 1 and this bound make n^(5/2).
     rho = L / (mu_J * n)
     gamma_floor = (
         1e3
@@ -245,8 +252,8 @@ def objective_perturbation_constants(
     else:
         alpha = float(opt_tol)
     # alpha is a J-gap in the paper; the output perturbation only needs the distance
-    # sqrt(2 alpha / c_tot) (lambda_obj-strong convexity, card §3.1). We certify half
-    # of it directly (a factor-2 rounding margin, as in the card's stopping rule).
+    # sqrt(2 alpha / c_tot) (lambda_obj-strong convexity). We certify half of it
+    # directly (a factor-2 rounding margin).
     gamma = max(math.sqrt(2.0 * alpha / c_tot), 2.0 * gamma_floor)
     alpha = c_tot * gamma**2 / 2.0
     if not private:
@@ -409,8 +416,9 @@ def approximate_objective_perturbation(
     ``||theta_2 - theta*|| <= gamma / 2`` is not certified after them); ``H``
     drawn; the projection released.
 
-    ``l2_penalty = mu > 0`` selects Algorithm 2 in the card's ridge form: the user
-    objective ``L^ + (mu/2)||theta||^2`` with ``c_tot = max(mu/2, r beta/(eps n))``.
+    ``l2_penalty = mu > 0`` selects Algorithm 2 in ridge form (the ridge folded into
+    Algorithm 1's regulariser, nothing added when it suffices): the user objective
+    ``L^ + (mu/2)||theta||^2`` with ``c_tot = max(mu/2, r beta/(eps n))``.
     All coordinates (the intercept too) are regularised: the Jacobian argument needs
     strong convexity in every direction.
 
@@ -579,7 +587,7 @@ def approximate_objective_perturbation(
     )
     # Output perturbation: ||theta_2 - theta*(D, G)|| <= gamma/2 is certified, and
     # coupling G' so that theta*(D', G') = theta*(D, G) gives ||theta_2 - theta_2'||
-    # <= 2 gamma (card §3.1): Gaussian mechanism of sensitivity 2 gamma (Frobenius
+    # <= 2 gamma: Gaussian mechanism of sensitivity 2 gamma (Frobenius
     # norm for a matrix; the coupling argument is the same in R^(dim K)).
     output = GaussianMechanism(
         2.0 * k["gamma"],

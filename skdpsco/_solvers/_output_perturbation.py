@@ -6,9 +6,10 @@ lambda-strongly convex objective
     F(w) = (1/n) sum_i loss(x~_i . w, y_i) + (lambda / 2) ||w||^2
 
 (the intercept coordinate *inside* the penalty: the 2L/(lambda n) sensitivity needs the
-whole objective to be lambda-strongly convex, card §3.6 [REVIEW]), ``xi`` is Gaussian
-(``delta > 0``) or Laplace (``delta = 0``) noise on every coordinate and ``Pi`` is the
-l-infinity projection onto the feasible set (identity on R^d).
+whole objective to be lambda-strongly convex; an unpenalised intercept would void
+it), ``xi`` is Gaussian (``delta > 0``) or Laplace (``delta = 0``) noise on every
+coordinate and ``Pi`` is the l-infinity projection onto the feasible set (identity on
+R^d).
 
 Privacy (replace-one neighbours, ``n`` public). For the exact minimisers of two
 neighbouring objectives, summing the two lambda-strong-convexity inequalities gives
@@ -16,22 +17,22 @@ neighbouring objectives, summing the two lambda-strong-convexity inequalities gi
 (Ghazi et al., proof of Thm 7.1; the text's 4L/(lambda n) is conservative). The solve
 is approximate, so :func:`~skdpsco._solvers._certified.certified_minimize` must
 certify ``||w_hat - w*|| <= tol_w`` for a ``tol_w`` fixed from public quantities
-*before* the solve (card §4 item 3 [REVIEW]); by the triangle inequality through
-``w*(S)`` and ``w*(S')`` the released point then has l2-sensitivity
-``2L/(lambda n) + 2 tol_w``. No certificate, no release: the solver raises
-:class:`~skdpsco.exceptions.CertificationError`.
+*before* the solve (never the achieved value, which depends on the data); by the
+triangle inequality through ``w*(S)`` and ``w*(S')`` the released point then has
+l2-sensitivity ``2L/(lambda n) + 2 tol_w``. No certificate, no release: the solver
+raises :class:`~skdpsco.exceptions.CertificationError`.
 
 The solve runs a public number of iterations, :func:`certified_iteration_budget`
 (or the caller's ``max_iter``), always in full, and checks the certificate once at
 the end (:func:`~skdpsco._solvers._certified.certified_minimize_fixed`). Stopping
 as soon as the certificate holds would make the number of iterations, hence the fit
-time, a function of the private data (5 against 110 iterations on two neighbouring
-datasets, told apart by timing every fit).
+time, a function of the private data (two neighbouring datasets can need very
+different counts, and the fit's time would tell them apart).
 
 For ``delta = 0`` (smooth loss, unconstrained) the l1-sensitivity of ``w*`` is bounded
 by ``(2 sqrt(2 s) L / (lambda n)) (2H/lambda + 1)`` (Thm 7.1, kept as printed: it was
 derived from the conservative 4L/(lambda n)); the optimisation error adds
-``2 sqrt(p) tol_w`` (l1 <= sqrt(p) l2 on ``p`` parameters, card §7.5 [REVIEW]).
+``2 sqrt(p) tol_w`` (l1 <= sqrt(p) l2 on ``p`` parameters).
 """
 
 import math
@@ -74,10 +75,10 @@ def auto_l2_penalty(
 
     ``delta = 0``: the larger of the statistical term ``(L/D) sqrt(ln(n) ln(1/beta)/n)``
     and Thm 7.1/7.6's ``((L^2 H / D^2) s ln(p/beta) / (epsilon n))^(1/3)``
-    ([proposal]: the maximum keeps ``lambda > 0`` as ``epsilon -> inf``).
+    (the maximum keeps ``lambda > 0`` as ``epsilon -> inf``).
 
-    The paper's constants are unspecified ("<~"); constant 1 is used (card §3.6
-    [proposal]). Every input is public, so ``lambda`` costs no privacy.
+    The paper's constants are unspecified ("<~"); constant 1 is used.
+    Every input is public, so ``lambda`` costs no privacy.
 
     Parameters
     ----------
@@ -181,12 +182,13 @@ def certified_iteration_budget(*, lipschitz, smoothness, l2_penalty, tol_w):
 def linf_project_l2_ball(w, radius):
     """``argmin_{||u||_2 <= R} ||u - w||_inf``, the soft-threshold ``soft(w, t*)``.
 
-    ``t* = min{t >= 0 : ||soft(w, t)||_2 <= R}`` (card §3.6 [proposal]): soft
-    thresholding gives the coordinate-wise smallest point of the box
-    ``{u : ||u - w||_inf <= t}``. With ``|w|`` sorted decreasingly and ``S1_k``,
-    ``S2_k`` the sum and sum of squares of the top ``k`` entries,
-    ``||soft(w, t)||^2 = S2_k - 2 t S1_k + k t^2`` on the piece with ``k`` active
-    coordinates, whose root is ``t = S1_k/k - sqrt(S1_k^2/k^2 - (S2_k - R^2)/k)``.
+    ``t* = min{t >= 0 : ||soft(w, t)||_2 <= R}``, a unique choice where
+    Algorithm 6 breaks ties "arbitrarily": soft thresholding gives the
+    coordinate-wise smallest point of the box ``{u : ||u - w||_inf <= t}``. With
+    ``|w|`` sorted decreasingly and ``S1_k``, ``S2_k`` the sum and sum of squares of
+    the top ``k`` entries, ``||soft(w, t)||^2 = S2_k - 2 t S1_k + k t^2`` on the
+    piece with ``k`` active coordinates, whose root is
+    ``t = S1_k/k - sqrt(S1_k^2/k^2 - (S2_k - R^2)/k)``.
     ``O(p log p)``. Post-processing of a private point, so it costs no privacy.
 
     Parameters
@@ -291,8 +293,9 @@ def plan_output_perturbation(
         ``delta = 0``: pure DP with Laplace noise; ``delta > 0``: Gaussian noise
         calibrated exactly (analytic Gaussian, valid for every epsilon).
     tol : float
-        Relative certificate: ``tol_w = tol * 2L / (lambda n)`` (card §7.4 [REVIEW]),
-        floored at :func:`certificate_floor` (public) so the certificate cannot fail.
+        Relative certificate: ``tol_w = tol * 2L / (lambda n)``, fixed before the
+        solve and floored at :func:`certificate_floor` (public) so the certificate
+        cannot fail.
     max_iter : int or None
         Number of solver iterations (always run in full); None uses
         :func:`certified_iteration_budget`, under which the certificate cannot

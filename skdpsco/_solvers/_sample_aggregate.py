@@ -3,8 +3,8 @@
 Non-private ERM is solved on ``m_sub`` random subsets of the records, the "centre of
 attention" of the ``m_sub`` solutions is picked, and Gaussian noise scaled to a
 smooth upper bound ``S`` on that choice's local sensitivity is added (Nissim,
-Raskhodnikova & Smith 2007, "NRS07"). Implementation card:
-``shared/algorithms/wang-xiao-devadas-xu-2020.md`` §3.1, §7, §8 items 6 and 10.
+Raskhodnikova & Smith 2007, "NRS07"). The smooth bound is not the one printed in
+step 5 of the paper's Algorithm 1, which is not smooth (item 3).
 
 Privacy argument (replace-one neighbours, ``n`` public)
 -------------------------------------------------------
@@ -16,10 +16,12 @@ Privacy argument (replace-one neighbours, ``n`` public)
    only (no warm start, no state shared between subsets); a non-finite ``z_i`` is
    replaced by 0 and every ``z_i`` is projected onto the public l2 ball
    ``W = {||w|| <= radius}``, so every pairwise distance is at most
-   ``Lambda = 2 radius`` (card §3.1 [REVIEW][PRIVACY]).
+   ``Lambda = 2 radius``. The paper's ``f`` is an exact minimiser over ``W``; an
+   approximate solver, or a non-finite output on heavy-tailed data, would break
+   this bound silently, so it is enforced as per-subset post-processing.
 3. *Smooth bound.* ``S = 2 max_k rho_k e^{-beta k}`` with the order-statistic
-   ``rho_k`` of the card (§3.1 [REVIEW][PRIVACY], *not* the paper's "mean of the
-   K largest", which is not smooth: see :func:`smooth_upper_bound`). For ``z, z'``
+   ``rho_k`` of :func:`smooth_upper_bound` (*not* the "mean of the ``K`` largest"
+   of Algorithm 1, step 5, which is not smooth: see that function). For ``z, z'``
    differing in at most ``s_NRS`` entries, ``||g(z) - g(z')|| <= 2 rho_0(z) <= S(z)``
    (and ``<= S(z')``), and ``|ln S(z) / S(z')| <= beta``: ``S`` is a
    ``beta``-smooth upper bound on the local sensitivity of ``g`` (NRS07 §2).
@@ -27,8 +29,8 @@ Privacy argument (replace-one neighbours, ``n`` public)
    ``gamma = eps / (5 sqrt(2 ln(2/delta)))`` and
    ``beta = eps / (4 (d + ln(2/delta)))``. NRS07's admissible-noise lemma (§2: a
    ``beta``-smooth bound plus ``(gamma, beta)``-admissible noise gives
-   ``(eps, delta)``-DP; Lemma 2.6 in the numbering the project cites, which differs
-   between the conference and journal versions) chains a *sliding* step (shift
+   ``(eps, delta)``-DP; Lemma 2.6 of the conference version, numbered differently
+   in the journal version) chains a *sliding* step (shift
    ``<= gamma`` in noise units) and a *dilation* step (scale ``e^lambda``,
    ``|lambda| <= beta``): ``delta_total = e^{eps/2} delta_slide + delta_dilate``
    (slide after the dilation, which is valid because ``||g(z) - g(z')|| <= S(z')``
@@ -40,7 +42,8 @@ Privacy argument (replace-one neighbours, ``n`` public)
 
 The release is therefore one ``(eps, delta)``-DP mechanism: a single
 ``MechanismRecord(kind="approx_dp")``. ``S``, the ``z_i`` and ``i*`` are
-data-dependent and never leave this module (card §7 [REVIEW][PRIVACY]).
+data-dependent and never leave this module: the guarantee covers
+``g + (S / gamma) u`` only, and releasing ``S`` too would be an unaccounted release.
 
 Cost and memory
 ---------------
@@ -200,12 +203,12 @@ def nrs_gaussian_delta(epsilon, delta, dim):
 
 
 def minimum_n_subsets(epsilon, delta, dim):
-    """Smallest ``m_sub`` accepted: the card's [PROPOSED] default.
+    """Smallest ``m_sub`` accepted by default.
 
     ``max(ceil(16 (d + ln(2/delta))^2 / eps^2), ceil(4 d^2 / eps^2) + 1)``: the
     paper's conditions ``ceil(s_NRS / beta) <= m_sub`` (Algorithm 1) and
     ``eps > 2 d / sqrt(m_sub)`` (Theorem 1). With the corrected smooth bound both
-    are utility conditions, not privacy ones (card §3.1 [REVIEW]).
+    are utility conditions, not privacy ones (see :func:`smooth_upper_bound`).
 
     Examples
     --------
@@ -231,8 +234,9 @@ def minimum_samples(epsilon, delta, dim, subset_size_min=None, n_subsets=None):
 
     ``n_min = m_sub * subset_size_min`` with ``m_sub`` = ``n_subsets`` or
     :func:`minimum_n_subsets` and ``subset_size_min`` defaulting to
-    ``max(10 d, d + 1)`` (card §3.1 [PROPOSED]: each subset needs enough rows for
-    its ERM to be strongly convex). ``d`` counts every released parameter.
+    ``max(10 d, d + 1)`` (a default of this library: each subset needs enough rows
+    for its ERM to be strongly convex, the ``n >= n_alpha`` of Wang et al. 2020,
+    Lemma 1). ``d`` counts every released parameter.
 
     Examples
     --------
@@ -258,7 +262,7 @@ def minimum_samples(epsilon, delta, dim, subset_size_min=None, n_subsets=None):
 
 
 def _first_rank(m_sub, s_nrs):
-    """``t0 = ceil((m + s) / 2) + 1``; it satisfies ``2 t0 - s > m`` (card §3.1)."""
+    """``t0 = ceil((m + s) / 2) + 1`` (Algorithm 1, step 4); ``2 t0 - s > m``."""
     return (m_sub + s_nrs + 1) // 2 + 1
 
 
@@ -339,15 +343,17 @@ def smooth_upper_bound(Z, s_nrs, beta, diameter, *, chunk_entries=_CHUNK_ENTRIES
     ``t = t0 + (k + 1) s``, ``t0 = ceil((m + s) / 2) + 1``, and ``rho_k = Lambda``
     (``diameter``) once ``t > m``; the max stops at that first ``k = k*``.
 
-    Why (card §3.1 [REVIEW][PRIVACY]): for ``z'`` differing from ``z`` in at most
+    Why: for ``z'`` differing from ``z`` in at most
     ``s`` entries, with ``U`` the unchanged indices (``|U| >= m - s``), the
     ``t0``-balls of both centres share a point (``2 t0 - s > m``) and
     ``r'_c(t0) <= r_c(t0 + s)`` for ``c`` in ``U``, so
     ``||g(z) - g(z')|| <= 2 min_{c in U} r_c(t0 + s) <= 2 rho_0(z)``; iterating bounds
     the local sensitivity at distance ``k`` by ``2 rho_k``, and
     ``rho_k(z) <= rho_{k+1}(z')`` makes ``S`` beta-smooth. The paper's "mean of the
-    ``ceil(s / beta)`` largest ``r_i(t)``" is *not* smooth (the card's
-    counterexample is a test).
+    ``ceil(s / beta)`` largest ``r_i(t)``" printed in Algorithm 1, step 5, is *not*
+    smooth: with ``m - s`` solutions at 0 and ``s`` at distance ``R``, which one
+    record moves to 0, ``S(z) / S(z')`` is far above ``e^beta`` once ``m`` is large
+    (a test checks this counterexample).
 
     Parameters
     ----------
@@ -423,8 +429,9 @@ def _draw_subsets_once(n, m, k, rng):
 def draw_subsets(n, m, k, s_nrs, rng):
     """Algorithm 1's subsampling: ``m`` random ``k``-subsets, multiplicity ``<= s``.
 
-    The card's rejection loop: draw all ``m`` subsets (independent, uniform, without
-    replacement) and start again unless every index is in at most ``s_nrs`` of them.
+    The rejection loop of step 2: draw all ``m`` subsets (independent, uniform,
+    without replacement) and start again unless every index is in at most ``s_nrs``
+    of them.
     Only indices are drawn, never data, so the loop (and any error it raises) is
     data-independent. A round is accepted with probability at most
     ``(1 - P(Bin(m, k/n) > s))^n`` (the counts are negatively associated); if that
@@ -464,7 +471,7 @@ def draw_subsets(n, m, k, s_nrs, rng):
 def project_rows_l2_ball(Z, radius):
     """Replace non-finite rows by 0, then project every row onto the l2 ball.
 
-    Per-row post-processing (card §3.1 [REVIEW][PRIVACY]): after it every row has
+    Per-row post-processing (``Lambda = 2 radius`` needs it): after it every row has
     norm ``<= radius``, even for entries near the float limit (the norm is computed
     on the row scaled by its largest entry).
     """
@@ -774,7 +781,7 @@ def sample_and_aggregate(
 
     n_samples, n_features = X.shape
     p = n_features + int(bool(fit_intercept))
-    dim = p * int(n_outputs)  # d of the card: every released parameter
+    dim = p * int(n_outputs)  # d of Algorithm 1: every released parameter
 
     certified = nrs_gaussian_delta(epsilon, delta, dim)
     if certified > delta:
@@ -821,7 +828,7 @@ def sample_and_aggregate(
     s_nrs = math.isqrt(m_sub)
     k = n_samples // m_sub
     t0 = _first_rank(m_sub, s_nrs)
-    assert 2 * t0 - s_nrs > m_sub  # the overlap the privacy proof needs (card §3.1)
+    assert 2 * t0 - s_nrs > m_sub  # the overlap the privacy proof needs
 
     if sp.issparse(X):
         X = sp.csr_matrix(X)

@@ -1,19 +1,21 @@
 """Public parameter schedules of DP-SCO with the truncated-mean oracle.
 
 Kamath, Liu & Zhang (2021), Algorithm 4 with Theorems 4.7 (convex) and 4.8 (strongly
-convex, smooth), and Appendix B (axis-aligned moments), with the open choices of the
-implementation card (shared/algorithms/kamath-liu-zhang-2021.md §2.4–§2.7). Every
-function here is a pure function of public numbers: ``N``, ``p``, the total zCDP budget
-``rho`` and the user's public bounds. Nothing reads data, so nothing here needs
-privacy accounting.
+convex, smooth), and Appendix B (axis-aligned moments). Where the paper leaves a
+choice open (a constant, a clamp, a cap), the choice made here is stated with the
+formula. Every function here is a pure function of public numbers: ``N``, ``p``, the
+total zCDP budget ``rho`` and the user's public bounds. Nothing reads data, so nothing
+here needs privacy accounting.
 
-Conventions (card §2.7): ``n`` is the size of the mean stage's sample,
-``n = |Z| = N - floor(N/2)`` for ``sample_split="data"``; for ``"budget"`` the mean
-stage sees ``n = N`` records at half the per-call budget, so the "effective privacy
-sample size" ``X = n sqrt(rho) / p`` is evaluated with ``(n, rho) = (N, rho/2)``
-([OPEN] -> this choice keeps ``X`` equal to the ratio that sets the mean stage's
+Conventions: ``n`` is the size of the mean stage's sample (the paper writes ``n``
+both for the total and for each half of Algorithm 3), ``n = |Z| = N - floor(N/2)``
+for ``sample_split="data"``; for ``"budget"`` the mean stage sees ``n = N`` records
+at half the per-call budget, so the "effective privacy sample size"
+``X = n sqrt(rho) / p`` is evaluated with ``(n, rho) = (N, rho/2)`` (the paper has no
+such variant; this choice keeps ``X`` equal to the ratio that sets the mean stage's
 noise, ``sigma ~ tau sqrt(p) / (n sqrt(rho_mean))``). Work is in normalised units
-(``R~ = R / s``, card §1.5); the step size uses the original ``M`` and ``R``.
+(``R~ = R / s``: the paper's gradients have a k-th moment bound of 1, Definition
+2.11); the step size uses the original ``M`` and ``R``.
 """
 
 import math
@@ -38,7 +40,7 @@ __all__ = [
     "strongly_convex_schedule",
 ]
 
-#: Default cap on ``T`` (card §2.7).
+#: Default cap on ``T`` (the paper sets none; a smaller ``T`` is privacy-safe).
 DEFAULT_MAX_ITER = 1000
 
 
@@ -59,7 +61,7 @@ class TruncatedGDSchedule:
     rho_per_iter : float
         ``rho / T``, the budget of one oracle call.
     truncation_formula : float
-        The unclamped ``tau`` formula (public; card §6.3 suggests exposing it).
+        The unclamped ``tau`` formula (public, so it may be exposed).
     """
 
     n_iter: int
@@ -99,8 +101,8 @@ def _moment(moment_order):
 
 
 def _clamp_iter(T, max_iter):
-    # [OPEN] -> [DEFAULT] T in [1, max_iter]; a smaller T is privacy-safe when eta and
-    # rho_t are recomputed with it (card §2.4). floor(inf) is the cap.
+    # T in [1, max_iter] (the paper sets no cap); a smaller T is privacy-safe when eta
+    # and rho_t are recomputed with it. floor(inf) is the cap.
     if not T >= 1:
         return 1
     return int(min(max_iter, math.floor(T))) if math.isfinite(T) else max_iter
@@ -115,13 +117,14 @@ def _strong_convexity(strong_convexity, smoothness):
 
 
 def _strongly_convex_iterations(n, rho_mean, p, k, s, a, b, diameter, max_iter):
-    """Smallest ``T >= 1`` with ``q^T M <= (a + b) G(T) / (a b)`` (card §2.5)."""
+    """Smallest ``T >= 1`` with ``q^T M <= (a + b) G(T) / (a b)`` (Thm 3.2, 4.8)."""
     q = (a * a + a * b + b * b) / (a + b) ** 2  # = 1 - ab / (a+b)^2
     M = diameter
 
     def G(T):
-        # [OPEN] O-constants set to 1: G(T) = s (sqrt(p/n) + (p sqrt(T)/(n sqrt rho))
-        # ^((k-1)/k)), the error bound of the oracle at budget rho/T (Thm 4.1).
+        # The unspecified O-constants set to 1: G(T) = s (sqrt(p/n) + (p sqrt(T) /
+        # (n sqrt rho))^((k-1)/k)), the error bound of the oracle at budget rho/T
+        # (Thm 4.1).
         privacy = (
             0.0
             if math.isinf(rho_mean)
@@ -153,15 +156,17 @@ def convex_schedule(
     sample_split="data",
     max_iter=DEFAULT_MAX_ITER,
 ):
-    """Convex case: Algorithm 4 with Theorem 4.7 (card §2.4).
+    """Convex case: Algorithm 4 with Theorem 4.7.
 
     With ``X = n sqrt(rho) / p`` and ``L_R = max(1, ln(R / s))``:
 
     * ``T = clip(floor(X^((2k-2)/k) / (4 L_R)), 1, max_iter)``
-      ([PAPER] ``T = (n sqrt(rho)/d)^((2k-2)/k) / (4 log R)``; [OPEN] ``L_R >= 1``
-      and the cap are the card's defaults);
-    * ``tau = max(60, X^(1/k))`` ([PAPER] — deliberately *without* ``T``: the paper's
-      key improvement over KSU20, Remark 4.9; [OPEN] clamp at 60);
+      (Theorem 4.7: ``T = (n sqrt(rho)/d)^((2k-2)/k) / (4 log R)``; the floor
+      ``L_R >= 1``, which keeps ``T`` positive and finite for ``R <= e``, and the cap
+      are not in the paper);
+    * ``tau = max(60, X^(1/k))`` (Theorem 4.7 — deliberately *without* ``T``: the
+      paper's key improvement over KSU20, Remark 4.9; the clamp at 60 is Theorem
+      4.1's precondition ``tau >= 60``, which the formula can miss);
     * ``eta = M / (R sqrt(T))`` and ``rho_t = rho / T``, both with the final ``T``;
     * averaging ``"uniform"`` (mean of ``w_1..w_T``).
 
@@ -235,21 +240,22 @@ def strongly_convex_schedule(
     sample_split="data",
     max_iter=DEFAULT_MAX_ITER,
 ):
-    """Strongly convex and smooth case: Algorithm 4 with Theorem 4.8 (card §2.5).
+    """Strongly convex and smooth case: Algorithm 4 with Theorem 4.8.
 
     With ``q = (a^2 + ab + b^2) / (a + b)^2`` and
     ``G(T) = s (sqrt(p/n) + (p sqrt(T) / (n sqrt(rho)))^((k-1)/k))``:
 
-    * ``eta = 1 / (a + b)`` [PAPER];
+    * ``eta = 1 / (a + b)`` (Theorem 4.8);
     * ``T`` = the smallest integer ``>= 1`` with ``q^T M <= (a + b) G(T) / (a b)``,
-      capped at ``max_iter`` ([OPEN] -> card default: the paper's
-      ``T = ln((a+b)G/(ab)) / ln q`` is circular in ``G`` and omits ``M``);
+      capped at ``max_iter`` (Theorem 4.8's ``T = ln((a+b)G/(ab)) / ln q`` is
+      circular in ``G`` and omits ``M``; with ``M`` the rule balances the two terms
+      of Theorem 3.2's ``E||w_T - w*|| <= q^T M + (a + b) G / (a b)``);
     * ``tau = max(60, (n sqrt(rho / T) / p)^(1/k))`` — here ``tau`` *does* include
-      ``T`` [PAPER]; [OPEN] clamp at 60;
+      ``T`` (Theorem 4.8); the clamp at 60 is Theorem 4.1's precondition;
     * ``rho_t = rho / T``; averaging ``"last"`` (``w_T``).
 
-    ``a`` and ``b`` must be public bounds (card §6.4). ``R`` does not enter (only the
-    oracle's histogram range uses it).
+    ``a`` and ``b`` must be public bounds, never estimated from the data. ``R`` does
+    not enter (only the oracle's histogram range uses it).
 
     Parameters
     ----------
@@ -306,11 +312,12 @@ def axis_convex_schedule(
     sample_split="data",
     max_iter=DEFAULT_MAX_ITER,
 ):
-    """Axis-aligned moments, convex case (Appendix B, ``k = 2``; card §2.6).
+    """Axis-aligned moments, convex case (Appendix B, ``k = 2``).
 
     * ``T = clip(floor(sqrt(rho) n R~^2 / p^(3/2)), 1, max_iter)`` with ``R~ = R / s``
-      [PAPER, normalised units];
-    * ``tau = max(60, (n^2 rho / p)^(1/4))`` [PAPER]; [OPEN] clamp at 60;
+      (Appendix B, in normalised units);
+    * ``tau = max(60, (n^2 rho / p)^(1/4))`` (Appendix B; the clamp at 60 is Theorem
+      4.1's precondition);
     * ``eta = M / (R sqrt(T))``, ``rho_t = rho / T`` with the final ``T``;
       averaging ``"uniform"``.
 
@@ -350,12 +357,13 @@ def axis_strongly_convex_schedule(
     sample_split="data",
     max_iter=DEFAULT_MAX_ITER,
 ):
-    """Axis-aligned moments, strongly convex case (Appendix B, ``k = 2``; card §2.6).
+    """Axis-aligned moments, strongly convex case (Appendix B, ``k = 2``).
 
     ``T`` and ``eta = 1/(a+b)`` as in :func:`strongly_convex_schedule` with ``k = 2``
-    (card: "T and eta as in §2.5"); ``tau = max(60, (n^2 (rho / T) / p)^(1/4))``
-    ([OPEN] -> card default: the paper omits the per-step ``rho / T``; using it is the
-    conservative KSU20 reading). Averaging ``"last"``.
+    (Appendix B applies Theorem 3.2 as Theorem 4.8 does);
+    ``tau = max(60, (n^2 (rho / T) / p)^(1/4))`` (Appendix B writes
+    ``(n^2 rho / d)^(1/4)`` without the per-step ``rho / T``; using it, as Theorem
+    4.8 does, is the conservative KSU20 reading). Averaging ``"last"``.
 
     References
     ----------
@@ -388,20 +396,20 @@ def histogram_failure_bound(
     bucket_halfwidth=10.0,
     sample_split="data",
 ):
-    """Public reliability diagnostic ``p_step`` of one oracle call (card §6.3).
+    """Public reliability diagnostic ``p_step`` of one oracle call.
 
     ``p_step = 2 p (R~'/tau_RE + 2) exp(-n_Y^2 rho_h / (1024 p)) + p exp(-n_Y / 50)``,
     the union over the ``p`` coordinates of Thm 4.2's failure probability, with
     ``R~'`` the grid's rounded range, ``n_Y = |Y|`` and ``rho_h = rho_t`` the
     histogram stage's budget (``N`` and ``rho_t / 2`` with ``sample_split="budget"``).
-    The card writes ``exp(-n / 50)`` with ``n = |Z|``; Thm 4.2's term is about the
-    histogram's own sample, so the (conservative, ``n_Y <= n``) ``n_Y`` is used.
-    The card suggests a ``UserWarning`` when ``T * p_step > 0.05``. Public numbers
-    only.
+    Thm 4.2's ``exp(-m / 50)`` term is about the histogram's own sample of size
+    ``m``, so ``n_Y`` (conservative, ``n_Y <= n = |Z|``) is used. A ``T * p_step``
+    above about 0.05 means the histogram stage is unreliable: ``n sqrt(rho) / p`` is
+    too small. Public numbers only.
 
     Examples
     --------
-    Card §7.22: ``N = 2000``, ``p = 50``, ``epsilon = 0.1`` (``T = 1``):
+    ``N = 2000``, ``p = 50``, ``epsilon = 0.1`` (``T = 1``): a vacuous bound.
 
     >>> round(histogram_failure_bound(2000, 2.162e-4, 50))
     398

@@ -10,7 +10,9 @@ multiplier is calibrated by the accountant for all the steps together.
 Restarts (R-AClipped-dpSGD, Jin et al. 2024, Algorithm 2): stage ``k`` starts from
 the previous stage's averaged output, with the clip level divided by ``sqrt(2)`` and
 the batch rate doubled (capped at 1) per stage; one RDP accountant covers every
-stage with a common noise multiplier (card §2.5 [REC]).
+stage with a common noise multiplier. RDP adds across steps with different rates, so
+this is valid for any ``epsilon`` and tighter than the paper's Theorem 5, which makes
+each stage ``(epsilon_0, delta_0)``-DP and uses advanced composition.
 """
 
 import math

@@ -5,8 +5,8 @@ Ghazi et al. (sparse gradients), Algorithm 7: the exponential mechanism over a
 excess empirical risk is nearly dimension-independent (Theorem 7.5), but the net has
 about ``(d / tau)^k`` points and no efficient sampler is known, so this module
 enumerates the net and refuses any problem whose net exceeds :data:`MAX_CANDIDATES`
-points or whose dimension exceeds :data:`MAX_DIM` (card §3.7: a reference
-implementation for tiny ``d`` only).
+points or whose dimension exceeds :data:`MAX_DIM` (a reference implementation for
+tiny ``d`` only).
 
 Privacy (replace-one, ``n`` public): the score of a candidate ``x`` is
 ``u(x, S) = sum_i min(max(f(x, z_i), 0), B)``; replacing one record changes one
@@ -63,10 +63,12 @@ def net_parameters(
 ):
     """Net scale ``tau`` and sparsity ``k`` of Algorithm 7 from public numbers.
 
-    ``tau`` solves ``tau^3 / ln(d / (tau beta)) = B D^2 / (L sqrt(s) epsilon n)`` (the
-    corrected equation of card §9 item 10: the paper prints it inverted and with
-    ``D = 1``), found by bisection (the left side increases in ``tau``); then
-    ``k = min(d, floor(D^2 / tau^2))`` (card §9 item 11, Lemma 7.3).
+    ``tau`` solves ``tau^3 / ln(d / (tau beta)) = B D^2 / (L sqrt(s) epsilon n)``
+    (Algorithm 7 prints the right side inverted, ``L sqrt(s) epsilon n / B``, and
+    with ``D = 1``; the balance of Theorem 7.5's proof gives this form), found by
+    bisection (the left side increases in ``tau``); then
+    ``k = min(d, floor(D^2 / tau^2))`` (Lemma 7.3 takes ``||x*|| <= 1``, hence its
+    ``1 / tau^2``; a diameter ``D`` gives ``D^2 / tau^2``).
 
     Returns
     -------
@@ -224,8 +226,9 @@ def sparse_exponential_mechanism(
     References
     ----------
     .. [1] Ghazi et al., "Differentially Private Optimization with Sparse
-       Gradients", Algorithm 7, Theorem 7.5 (exponent and tau equation corrected,
-       card §9 items 10-11).
+       Gradients", Algorithm 7, Lemma 7.3, Theorem 7.5 (the exponent, the ``tau``
+       equation and the net sparsity corrected as in :func:`net_parameters` and
+       the module docstring).
     """
     dim = design.dim * int(n_outputs)
     if dim > MAX_DIM:

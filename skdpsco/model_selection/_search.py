@@ -711,7 +711,8 @@ default=None
             final = prefixes[-1]
             given = self.estimator.get_params().get(f"{final}classes")
             # The label set is public metadata: the estimator's own `classes` if given,
-            # else read from y and released, like n (design.md §4.1).
+            # else read from y and released, like n (the user guide's "What is
+            # public").
             classes = np.unique(np.asarray(given if given is not None else y))
             if f"{final}classes" in self.estimator.get_params():
                 classes_param = (f"{final}classes", classes)

@@ -4,8 +4,8 @@ A ``StandardScaler`` fitted on private data releases exact means and variances. 
 both are estimates from accounted DP mechanisms, and :meth:`DPStandardScaler.transform`
 is pure post-processing of the released ``mean_`` and ``scale_``.
 
-Neighbouring relation: replace-one record, ``n`` public (design.md §4.2); every
-sensitivity is proved where its mechanism is built.
+Neighbouring relation: replace-one record, ``n`` public (the user guide's
+"Neighbouring datasets"); every sensitivity is proved where its mechanism is built.
 """
 
 import math

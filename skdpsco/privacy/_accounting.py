@@ -5,9 +5,10 @@ budget that a target ``(epsilon, delta)`` allows, its solver splits that budget 
 its mechanisms, and at the end of the fit the mechanisms that actually ran are
 composed here into the ``(epsilon, delta)`` the fit spent.
 
-Neighbouring relation: replace-one record, ``n`` public (design.md §4.2). Every
-conversion below is valid for any neighbouring relation under which the composed
-mechanisms are individually private; the relation only enters the sensitivities.
+Neighbouring relation: replace-one record, ``n`` public (the user guide's
+"Neighbouring datasets"). Every conversion below is valid for any neighbouring
+relation under which the composed mechanisms are individually private; the relation
+only enters the sensitivities.
 
 Notions and the facts used
 --------------------------
@@ -107,8 +108,9 @@ def approx_dp_to_zcdp(epsilon, delta):
     Inverts ``epsilon = rho + 2 sqrt(rho log(1/delta))`` exactly:
     ``rho = (sqrt(log(1/delta) + epsilon) - sqrt(log(1/delta)))^2``, evaluated in the
     cancellation-free form ``(epsilon / (sqrt(log(1/delta) + epsilon) +
-    sqrt(log(1/delta))))^2`` (Wang et al. 2020 card §2.1 [FIX]: the paper's printed
-    formula collapses to ``epsilon^2``).
+    sqrt(log(1/delta))))^2``. Wang et al. 2020, Algorithm 4, line 1 prints
+    ``(sqrt(log(1/delta)) + epsilon - sqrt(log(1/delta)))^2``, which read literally
+    collapses to ``epsilon^2``; its own noise formula confirms the value here.
 
     Parameters
     ----------
@@ -575,7 +577,7 @@ def poisson_replace_one_epsilon(records, delta, orders=None):
     neighbour is a removal followed by an addition with the sampling rate held
     fixed (it is public), so group privacy of size 2 gives
     ``(2 epsilon_ar, (1 + e^epsilon_ar) delta_ar)`` (Dwork & Roth 2014, Thm 2.2
-    extended to approximate DP; the AClipped card's recommended route, §2.3).
+    extended to approximate DP).
     ``delta_ar`` is found by the fixed point ``delta_ar = delta / (1 + e^eps_ar)``,
     which decreases monotonically to a feasible split; the returned epsilon
     certifies ``delta``.

@@ -15,7 +15,8 @@ numbers only:
 * private selection with random stopping (Liu & Talwar 2019, Theorem 3.4) and the
   budget split of Algorithm 5 (Theorem 6.1).
 
-Neighbouring relation: replace-one record, ``n`` public (design.md §4.2).
+Neighbouring relation: replace-one record, ``n`` public (the user guide's
+"Neighbouring datasets").
 
 References
 ----------
@@ -126,7 +127,7 @@ def step_cost(epsilon, delta, n_samples, level):
       ``1/n``.
 
     ``B`` and ``I`` are drawn independently, so the two amplified costs add (basic
-    composition). This is the [proposal] exact value of the card (§3.4), valid for
+    composition). This is the exact amplified value behind Lemma 5.3, valid for
     every ``epsilon``; the paper's closed form (:func:`closed_form_step_cost`)
     bounds it only while ``e^x - 1 <= 2x`` at ``x = 3 epsilon/32``, i.e.
     ``epsilon <~ 13.4``.
@@ -159,7 +160,7 @@ def closed_form_step_cost(epsilon, delta, n_samples, level):
 
     Ghazi et al., Lemma 5.3, which bounds :func:`step_cost` with ``e^x - 1 <= 2x``;
     that inequality holds only for ``x <= 1.2564``, so this is an upper bound on the
-    exact cost only for ``epsilon <= 13.4`` (card §7.5 [REVIEW]). Kept for tests and
+    exact cost only for ``epsilon <= 13.4``. Kept for tests and
     for comparison; the solvers charge the exact value.
     """
     _batch_rate(n_samples, level)

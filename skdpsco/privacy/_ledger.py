@@ -15,7 +15,8 @@ from ._accounting import account_records
 
 __all__ = ["MechanismRecord", "PrivacySpent", "total_privacy_spent"]
 
-#: The neighbouring relation every skdpsco guarantee is stated for (design.md §4.2).
+#: The neighbouring relation every skdpsco guarantee is stated for (the user guide's
+#: "Neighbouring datasets").
 REPLACE_ONE = "replace-one record (n public)"
 
 
@@ -90,8 +91,8 @@ class PrivacySpent:
     Examples
     --------
     >>> from skdpsco.privacy import MechanismRecord, PrivacySpent
-    >>> rec = MechanismRecord("mean", "gaussian", count=4, sensitivity=1.0, scale=8.0)
-    >>> spent = PrivacySpent.from_records([rec], delta=1e-5)
+    >>> mech = MechanismRecord("mean", "gaussian", count=4, sensitivity=1.0, scale=8.0)
+    >>> spent = PrivacySpent.from_records([mech], delta=1e-5)
     >>> round(spent.rho, 6), spent.accountant
     (0.03125, 'gdp')
     """
@@ -526,8 +527,8 @@ def total_privacy_spent(fitted, delta=None, *, disjoint=False):
     Examples
     --------
     >>> from skdpsco.privacy import MechanismRecord, PrivacySpent, total_privacy_spent
-    >>> rec = MechanismRecord("mean", "gaussian", sensitivity=1.0, scale=5.0)
-    >>> a = PrivacySpent.from_records([rec], delta=1e-6)
+    >>> mech = MechanismRecord("mean", "gaussian", sensitivity=1.0, scale=5.0)
+    >>> a = PrivacySpent.from_records([mech], delta=1e-6)
     >>> total = total_privacy_spent([a, a])
     >>> total.epsilon < 2 * a.epsilon
     True

@@ -38,7 +38,7 @@ Accounting (the theorems used, exactly as stated):
 Only ``eta >= 0`` is supported: Definition 1 also allows ``eta in (-1, 0)``, but the
 two reference implementations we cross-check with (Google's ``dp_accounting``,
 ``RepeatAndSelectDpEvent``; OpenDP's ``make_select_private_candidate``) both restrict
-the shape to ``eta >= 0``, and we take the conservative reading (design.md §4.3).
+the shape to ``eta >= 0``, and we take the conservative reading.
 
 References
 ----------

@@ -1,13 +1,15 @@
 """Reproduction of the synthetic experiment of AClipped-dpSGD (Jin et al. 2024).
 
 Run ``python benchmarks/aclipped_reproduction.py [--quick]``. Follows the
-implementation card ``shared/algorithms/aclipped-dpsgd.md`` section 5 (synthetic
-part of Tables 2 and 4), with the library's correctly calibrated estimators:
+synthetic experiment of the paper (Section 5 and Appendix B; the synthetic rows of
+Tables 2 and 4), with the library's correctly calibrated estimators:
 
-* AClip = ``algorithm="aclipped_sgd"`` (batch mean clipped once to ``clip_norm``,
-  noise calibrated to its true sensitivity 2 * clip_norm, card section 2.3);
-  this is the card's "UC" variant (no projection), so it is compared with the
-  paper's UC column (and CC, the paper's best, is shown as well);
+* AClip = ``algorithm="aclipped_sgd"`` (Algorithm 1: batch mean clipped once to
+  ``clip_norm``, the mean estimator of eq. (7), with noise calibrated to its true
+  sensitivity 2 * clip_norm: every clipped mean lies in the ``clip_norm``-ball,
+  whatever the batch size; Theorem 2 leaves the constant unspecified);
+  this is the paper's "UC thm" variant (Theorem 4, no projection), so it is
+  compared with the paper's UC column (and CC, the paper's best, is shown as well);
 * DP-SGD = ``algorithm="dp_sgd"`` (per-example clipping), at the paper's clip
   level 0.74 and, as an extra row not in the paper, at sqrt(d) (the typical norm
   of a standardised row), which separates clipping bias from privacy noise.
@@ -15,7 +17,7 @@ part of Tables 2 and 4), with the library's correctly calibrated estimators:
 Both use Poisson batches and the RDP accountant of the subsampled Gaussian, turned
 into replace-one adjacency by group privacy; the paper's own code under-noises.
 
-Choices the card leaves open (documented, card's [REC] defaults where it has them):
+Choices the paper leaves open (the defaults used here):
 
 * x ~ N(0, I_d), theta* ~ N(0, I_d / d), d = 20, no intercept, theta0 = 0;
 * ridge (RR): y = <theta*, x> + zeta, squared loss 1/2 r^2, no penalty (alpha = 0);
@@ -23,8 +25,8 @@ Choices the card leaves open (documented, card's [REC] defaults where it has the
 * noises: Student-t with 2 degrees of freedom (no transform: the paper's is lost),
   Laplace(0, 1), centred chi-square chi2(1) - 1;
 * n = 100,000 training rows plus an independent 20,000-row held-out set (the
-  paper's split is lost); delta = 1 / (10 n) (paper's delta lost; the demo's 1/n
-  is above what the library accepts without a warning);
+  paper's split is lost); delta = 1 / (10 n) (paper's delta lost; the 1/n of the
+  authors' demo code is above what the library accepts without a warning);
 * batch size 200 (paper); clip levels 0.87 for AClip (paper's lambda_UC) and 0.74
   for DP-SGD (paper); step sizes: the library's ``learning_rate="auto"`` (for AClip
   this is Jin et al.'s 1 / (24 L ln(400)) tuning with L = 1);
@@ -32,8 +34,9 @@ Choices the card leaves open (documented, card's [REC] defaults where it has the
   a few minutes on a laptop (``--epochs``/``--reps`` change it); ``--quick`` uses
   n = 20,000, 5 epochs, 2 repetitions.
 
-Metric ("estimation error", as in the card): held-out loss of the private model
-divided by the held-out loss at w = 0 (1/2 mean y^2 for RR, ln 2 for LR).
+Metric ("estimation error", the paper's Tables 2 and 4: the error divided by the
+initial error): held-out loss of the private model divided by the held-out loss at
+w = 0 (1/2 mean y^2 for RR, ln 2 for LR).
 """
 
 import argparse
@@ -56,7 +59,8 @@ METHODS = {
     "DP-SGD (λ=√d)": ("dp_sgd", float(np.sqrt(D))),
 }
 
-# Card section 5, Tables 2 (LR) and 4 (RR): estimation error CC / UC / DP-SGD / DP-GD.
+# The paper's Tables 2 (LR) and 4 (RR), synthetic rows: estimation error
+# CC / UC / DP-SGD / DP-GD.
 PAPER = {
     "logistic": {
         "Student-t": {
@@ -223,19 +227,21 @@ def comparison_text(task, facts):
 
 COMPARISON = """\
 Reading. Both methods here are calibrated by the same RDP accountant, AClip with
-the batch mean's true sensitivity 2*lambda (card section 2.3); the paper's AClip
-noise is about 2m times too small (m = 200) and its DP-SGD noise was hand-tuned
-far above the z*lambda/m that per-example clipping needs, so its tables do not
-compare the methods at equal privacy. An error range over epsilon close to 0
-means privacy noise is not what limits a method: at lambda = 0.74, far below
-the row norm sqrt(d) ~ 4.5, per-example clipping caps the weight of the
-misclassified or large-residual rows, and DP-SGD converges to a biased fixed
-point (for logistic regression an over-confident one, which can score worse
-than w = 0); the sqrt(d) row shows how much of that is the clip level, not the
-method. AClip's single clip has a smaller bias but carries noise of std
-2*lambda*z on the averaged gradient, so it gains most as epsilon grows. Our
-absolute errors are not comparable with the paper's: 10 epochs instead of 400,
-a few repetitions instead of 300, the card's guessed data model, and the
+the batch mean's true sensitivity 2*lambda (any clipped mean lies in the
+lambda-ball, whatever the batch size; the paper's Theorem 2 leaves the constant
+unspecified); the paper's AClip noise is about 2m times too small (m = 200) and
+its DP-SGD noise was hand-tuned far above the z*lambda/m that per-example
+clipping needs, so its tables do not compare the methods at equal privacy. An
+error range over epsilon close to 0 means privacy noise is not what limits a
+method: at lambda = 0.74, far below the row norm sqrt(d) ~ 4.5, per-example
+clipping caps the weight of the misclassified or large-residual rows, and DP-SGD
+converges to a biased fixed point (for logistic regression an over-confident
+one, which can score worse than w = 0); the sqrt(d) row shows how much of that
+is the clip level, not the method. AClip's single clip has a smaller bias but
+carries noise of std 2*lambda*z on the averaged gradient, so it gains most as
+epsilon grows. Our absolute errors are not comparable with the paper's: 10
+epochs instead of 400, a few repetitions instead of 300, a data model of our
+choosing (the paper's distributions of x and theta* are lost), and the
 library's default step sizes (the paper's DP-SGD step, T^(-5/6)*0.373, is an
 implicit early stop)."""
 
@@ -253,7 +259,7 @@ def print_tables(task, res, reps):
                 v = np.asarray(res[(noise, label, eps)])
                 cells.append(f"{v.mean():.4f} ± {v.std():.4f}")
             print(f"| {noise} | {label} | " + " | ".join(cells) + " |")
-    print(f"\n### {name}: paper, {table} (card transcription; 300 runs, 400 epochs)\n")
+    print(f"\n### {name}: paper, {table} (300 runs, 400 epochs)\n")
     print("| noise | method | " + " | ".join(f"ε={e}" for e in EPSILONS) + " |")
     print("|---|---|" + "---|" * len(EPSILONS))
     for noise in NOISES:
@@ -273,7 +279,7 @@ def main():
     reps = args.reps or (2 if args.quick else 3)
     warnings.simplefilter("ignore")  # e.g. convergence/privacy notes from sklearn
 
-    print("## AClipped-dpSGD synthetic reproduction (card §5)\n")
+    print("## AClipped-dpSGD synthetic reproduction (Jin et al. 2024, Section 5)\n")
     print(
         f"n_train={n_train}, n_test={n_test}, d={D}, batch=200, epochs={epochs}, "
         f"reps={reps}, delta=1/(10 n); paper: n=100,000, 400 epochs, 300 runs. "

@@ -1,4 +1,4 @@
-"""Bias-reduced sparse SGD (Ghazi et al., Algorithms 3-4; card §3.3-3.4, §8 6-9)."""
+"""Bias-reduced sparse SGD (Ghazi et al., Algorithms 3-4, Lemmas 5.3-5.5)."""
 
 import math
 
@@ -121,7 +121,8 @@ def test_gradient_rows_multinomial_flatten_c_order():
 
 
 def _biased_map(G, *, norm_bound, sparsity, epsilon, delta, rng):
-    # Deterministic, biased, batch-size-dependent "estimator" (card §8 item 7).
+    # Deterministic, biased, batch-size-dependent "estimator": the telescoping of
+    # Lemma 5.4 must recover its value on the full batch.
     m = G.shape[0]
     mean = np.asarray(G.mean(axis=0)).ravel()
     return np.tanh(mean) * m / (m + 3.0), MechanismRecord(
@@ -240,7 +241,8 @@ def _objective(design, y, loss, w):
 
 
 def test_stopping_time_is_data_independent():
-    # Card §8 item 9: the same seed on two different datasets gives the same T.
+    # T depends only on the levels N_t (Lemma 5.5): the same seed on two different
+    # datasets gives the same T.
     d1, y1 = _one_hot_problem(n=512, d=50, seed=0)
     d2, y2 = _one_hot_problem(n=512, d=50, seed=1)
     kw = dict(

@@ -1,4 +1,4 @@
-"""Algorithm 5 (boosting by private selection; Ghazi et al. Thm 6.1, card §3.5)."""
+"""Algorithm 5 (boosting by private selection; Ghazi et al., Theorem 6.1)."""
 
 import math
 

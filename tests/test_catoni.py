@@ -1,7 +1,9 @@
 """Catoni/Holland mean oracle (Wang et al. 2020, Algorithm 4): psi, sensitivity, noise.
 
-Numbers from the implementation card shared/algorithms/wang-xiao-devadas-xu-2020.md
-(§2.3 reference values and C(a, b) checks, §8 worked numbers and properties 2-4, 7).
+Reference values of psi at beta = 2 ln(100) (40-digit quadrature) and of the
+correction term C(a, b) of eq. (9); worked numbers of Algorithm 4's calibration
+(n = 1e5, d = 10, T = 10, eps = 1, delta = 1e-5); the sensitivity (s / n) 2 CAP
+behind eq. (12); the noise law and the non-private limit.
 """
 
 import math
@@ -60,7 +62,7 @@ def psi_reference(a, beta):
 # -- psi ---------------------------------------------------------------------------
 
 
-def test_psi_matches_card_reference_table():
+def test_psi_matches_reference_table():
     a = np.array([0.5, 1.0, 2.0, 10.0, 1e3, 1e6])
     expected = [
         0.4723808154,
@@ -71,7 +73,7 @@ def test_psi_matches_card_reference_table():
         0.9405401533,
     ]
     np.testing.assert_allclose(catoni_psi(a, BETA_REF), expected, rtol=0, atol=1e-9)
-    # The saturation level of card §2.3: sign(a) CAP (1 - 2 Phi(-sqrt(beta))).
+    # The saturation level as |a| -> inf: sign(a) CAP (1 - 2 Phi(-sqrt(beta))).
     for beta, level in [(BETA_REF, 0.9405), (math.log(100), 0.9128)]:
         limit = CAP * (1 - 2 * ndtr(-math.sqrt(beta)))
         assert limit == pytest.approx(level, abs=5e-5)
@@ -79,7 +81,7 @@ def test_psi_matches_card_reference_table():
         assert catoni_psi(-np.inf, beta) == pytest.approx(-limit, abs=1e-8)
 
 
-def test_correction_term_matches_card_checks():
+def test_correction_term_matches_reference_values():
     np.testing.assert_allclose(
         _catoni_correction([1.0, -1.5, 2.5], [0.7, 1.1, 0.5]),
         [0.074515, -0.687563, 1.358932],
@@ -89,8 +91,8 @@ def test_correction_term_matches_card_checks():
 
 
 @pytest.mark.parametrize("beta", [1.0, math.log(100), BETA_REF, 100.0, 1e4])
-def test_psi_equals_card_closed_form_where_it_is_accurate(beta):
-    # Literal card form a (1 - b^2/2) - a^3/6 + C(a, b) for |a| <= 50, beta >= 1:
+def test_psi_equals_literal_closed_form_where_it_is_accurate(beta):
+    # Literal eq. (9), a (1 - b^2/2) - a^3/6 + C(a, b), for |a| <= 50, beta >= 1:
     # psi's regrouped evaluation and the quadrature branch agree with it.
     a = np.concatenate([np.geomspace(1e-6, 50, 200), [1.41421356, 1.5, 49.999]])
     b = a / math.sqrt(beta)
@@ -107,7 +109,7 @@ def test_psi_matches_adaptive_quadrature(beta):
 
 @pytest.mark.parametrize("beta", [math.log(100), BETA_REF])
 def test_psi_matches_monte_carlo_of_multiplicative_noise(beta):
-    # psi(a) = E phi(a (1 + zeta)), zeta ~ N(0, 1/beta) (Holland 2019; card §8.3).
+    # psi(a) = E phi(a (1 + zeta)), zeta ~ N(0, 1/beta) (Holland 2019; eq. (9)).
     zeta = np.random.default_rng(0).normal(0.0, 1.0 / math.sqrt(beta), 10**6)
     for a in [-3.0, -1.0, 0.2, 0.7, 1.3, 2.0, 8.0, 100.0]:
         mc = phi(a * (1 + zeta)).mean()
@@ -115,7 +117,8 @@ def test_psi_matches_monte_carlo_of_multiplicative_noise(beta):
 
 
 def test_psi_small_argument_expansion_and_non_private_limit():
-    # psi(a) = a - a^3 (1/6 + 1/(2 beta)) + O(a^5) (card §2.3).
+    # psi(a) = a - a^3 (1/6 + 1/(2 beta)) + O(a^5) (eq. (9) with b^2 = a^2 / beta;
+    # C(a, b) is exponentially small there).
     for beta in [1e-2, math.log(100), 1e6]:
         a = np.array([1e-9, 1e-6, -1e-4, 1e-3])
         approx = a - a**3 * (1 / 6 + 1 / (2 * beta))
@@ -151,7 +154,7 @@ def test_psi_is_bounded_and_never_nan(beta):
 
 
 def test_psi_sanitises_inputs_to_a_big():
-    # Step 1 of the card's recipe: +-inf and everything beyond 1e8 are evaluated as
+    # Step 1 of catoni_psi's recipe: +-inf and everything beyond 1e8 are evaluated as
     # +-1e8 (psi has saturated there), so they give bit-identical values.
     for beta in [1e-6, math.log(100), 1e12]:
         big = catoni_psi([1e8, 1.5e8, 1e300, np.inf, 1.7e308], beta)
@@ -162,8 +165,9 @@ def test_psi_sanitises_inputs_to_a_big():
 @pytest.mark.parametrize("branch", ["_psi_closed", "_psi_quadrature"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, 7.0])
 def test_psi_final_guard_maps_nan_and_clips(monkeypatch, branch, bad):
-    # [REVIEW][PRIVACY] step 5: whatever a branch returns, the output is finite and
-    # in [-CAP, CAP]; NaN becomes 0 before the clip (np.clip passes NaN through).
+    # Step 5 of catoni_psi, the privacy guard (the sensitivity needs |psi| <= CAP):
+    # whatever a branch returns, the output is finite and in [-CAP, CAP]; NaN becomes
+    # 0 before the clip (np.clip passes NaN through).
     from skdpsco._mean_estimation import _catoni
 
     monkeypatch.setattr(_catoni, branch, lambda a, beta: np.full(a.shape, bad))
@@ -191,7 +195,7 @@ def test_psi_accepts_range_ends_and_scalars():
 # -- oracle: calibration ---------------------------------------------------------
 
 
-def test_worked_numbers_of_card_section_8():
+def test_worked_numbers_of_algorithm_4():
     n, d, T, eps, delta = 100_000, 10, 10, 1.0, 1e-5
     rho = approx_dp_to_zcdp(eps, delta)
     assert rho == pytest.approx(0.02081994, rel=1e-6)
@@ -202,10 +206,11 @@ def test_worked_numbers_of_card_section_8():
     assert oracle.sensitivity_ == pytest.approx(0.00196479, rel=1e-5)
     assert oracle.sensitivity_ == pytest.approx(4 * math.sqrt(2) * oracle.scale_ / 3e5)
     s = oracle.scale_
-    card_sigma = (4 * s / (3 * n)) * math.sqrt(d * T / rho)
-    assert oracle.noise_std_ == pytest.approx(card_sigma, rel=1e-12)
+    algorithm_4_sigma = (4 * s / (3 * n)) * math.sqrt(d * T / rho)
+    assert oracle.noise_std_ == pytest.approx(algorithm_4_sigma, rel=1e-12)
     assert oracle.noise_std_ == pytest.approx(0.0962856, rel=1e-6)
-    # The paper's own line-3 formula with the default s (card §3.5 consistency check).
+    # The paper's own formula, Algorithm 4's sigma^2 = 8 v d T / (9 n rho ln(1/delta')),
+    # with the default s.
     paper_var = 8 * 1.0 * d * T / (9 * n * rho * math.log(100))
     assert oracle.noise_std_**2 == pytest.approx(paper_var, rel=1e-12)
     # The ledger composes T calls back to the total rho.
@@ -222,7 +227,8 @@ def test_scale_and_smoothing_resolution():
         1000, 0.1, (3, 2)
     )
     assert (o.scale_, o.smoothing_) == (2.5, 7.0)
-    # Noise is linear in s (card §8.2) and uses sqrt(p) Delta with p = prod(shape).
+    # Noise is linear in s (Delta = 4 sqrt(2) s / (3 n)) and uses sqrt(p) Delta with
+    # p = prod(shape).
     o2 = CatoniMeanOracle(scale=5.0, smoothing=7.0).calibrate(1000, 0.1, (3, 2))
     assert o2.noise_std_ == pytest.approx(2 * o.noise_std_, rel=1e-14)
     delta = 4 * math.sqrt(2) * 2.5 / (3 * 1000)
@@ -337,7 +343,7 @@ def test_multinomial_noise_and_shape():
 
 
 def test_noise_law_with_zero_gradients():
-    # Card §8.7: X = 0 gives gradients 0 and psi(0) = 0, so the estimate is pure
+    # Noise law: X = 0 gives gradients 0 and psi(0) = 0, so the estimate is pure
     # noise of std sigma = sqrt(p) Delta / sqrt(2 rho) (rho of one call).
     n, d, rho = 64, 20_000, 0.02
     oracle = CatoniMeanOracle(scale="paper").calibrate(n, rho, (d,))
@@ -351,9 +357,9 @@ def test_noise_law_with_zero_gradients():
     assert abs(out.mean()) < 4 * sigma / math.sqrt(d)
 
 
-def test_noise_law_at_the_card_worked_numbers():
-    # The §8 configuration (n = 1e5, d = 10, T = 10, eps = 1, delta = 1e-5): the
-    # per-call sigma equals the card's Algorithm 4 value (4 s/(3n)) sqrt(dT/rho).
+def test_noise_law_at_the_worked_numbers():
+    # The worked configuration (n = 1e5, d = 10, T = 10, eps = 1, delta = 1e-5): the
+    # per-call sigma equals Algorithm 4's value (4 s/(3n)) sqrt(dT/rho).
     n, d, T = 100_000, 10, 10
     rho_total = approx_dp_to_zcdp(1.0, 1e-5)
     oracle = CatoniMeanOracle(scale="paper").calibrate(n, rho_total / T, (d,))
@@ -376,8 +382,9 @@ def test_noise_law_at_the_card_worked_numbers():
 @pytest.mark.parametrize("scale", ["paper", "rms", 0.05])
 @pytest.mark.parametrize("smoothing", [None, 1e-6, 1e12])
 def test_empirical_sensitivity_under_extreme_replacement(scale, smoothing):
-    # Card §8.4: no noise, fixed w; replacing one record moves every coordinate by
-    # at most 4 sqrt(2) s / (3 n), while the plain mean gradient moves without bound.
+    # The sensitivity behind eq. (12): no noise, fixed w; replacing one record moves
+    # every coordinate by at most 4 sqrt(2) s / (3 n), while the plain mean gradient
+    # moves without bound.
     rng = np.random.default_rng(9)
     n, d = 200, 5
     X = rng.standard_t(2, size=(n, d))
@@ -423,7 +430,7 @@ def test_empirical_sensitivity_under_extreme_replacement(scale, smoothing):
 
 def test_non_private_limit_is_the_plain_mean_gradient():
     # With rho = inf (sigma = 0) and a huge scale, psi(a) ~ a: the estimate is the
-    # exact mean gradient X~^T u / n (card §8.8).
+    # exact mean gradient X~^T u / n.
     rng = np.random.default_rng(10)
     n, d = 500, 6
     X = rng.normal(size=(n, d))

@@ -142,8 +142,9 @@ def test_bound_valid_logistic(name):
 @pytest.mark.parametrize("h_factor", [1.0, 0.3, 5.0])
 @pytest.mark.parametrize("name", ["none", "l2", "l1"])
 def test_residual_certificate_at_random_points(name, h_factor):
-    """Card §9.6: ||w+ - w*|| <= ||v|| / mu and F(w+) - F* <= ||v||^2/(2 mu) at
-    random points, also with H deliberately 0.3x the true smoothness."""
+    """The residual certificate of skdpsco._solvers._certified: ||w+ - w*|| <=
+    ||v|| / mu and F(w+) - F* <= ||v||^2/(2 mu) at random points, also with H
+    deliberately 0.3x the true smoothness."""
     rng = np.random.default_rng(4)
     project = PROJECTIONS[name]
     d, mu, H = 10, 0.2, 4.0

@@ -420,7 +420,8 @@ def _mc(support, d, m, seed):
 
 
 def test_l2_width_closed_form():
-    # Card §9.4: d = 1000, R = 1 gives 31.6149.
+    # The exact Gamma ratio R sqrt(2) Gamma((d + 1)/2) / Gamma(d/2): d = 1000, R = 1
+    # gives 31.6149.
     assert gaussian_width("l2", 1000) == pytest.approx(31.614871896968, abs=1e-9)
     assert gaussian_width("l2", 1) == pytest.approx(np.sqrt(2 / np.pi), rel=1e-14)
     assert gaussian_width("l2", 2) == pytest.approx(np.sqrt(np.pi / 2), rel=1e-14)
@@ -433,7 +434,8 @@ def test_l2_width_closed_form():
 
 
 def test_l1_width_against_integral_and_monte_carlo():
-    # Values of R int_0^inf 1 - (2 Phi(t) - 1)^d dt (card §4) and exact small cases:
+    # Values of R int_0^inf 1 - (2 Phi(t) - 1)^d dt = R E||g||_inf (the width of
+    # Su, Zhao & Wang's Definition 12 for the l1 ball) and exact small cases:
     # d = 1: E|g| = sqrt(2/pi); d = 2: E max(|g1|, |g2|) = 2 / sqrt(pi).
     assert gaussian_width("l1", 1) == pytest.approx(np.sqrt(2 / np.pi), abs=1e-11)
     assert gaussian_width("l1", 2) == pytest.approx(2 / np.sqrt(np.pi), abs=1e-11)
@@ -446,7 +448,8 @@ def test_l1_width_against_integral_and_monte_carlo():
     w = gaussian_width("l1", 1000)
     assert w == pytest.approx(trap, abs=1e-9)
     assert w.method == "quadrature" and w.error_bound < 1e-10
-    # Loose bounds only (card §9.4): 0.92 sqrt(2 ln d) < G < sqrt(2 ln 2d).
+    # Loose bounds only (G = O(sqrt(log d)), Su, Zhao & Wang, Section 2):
+    # 0.92 sqrt(2 ln d) < G < sqrt(2 ln 2d).
     assert 0.92 * np.sqrt(2 * np.log(1000)) < w < np.sqrt(2 * np.log(2000))
     # Big Monte Carlo, vectorised: 5 10^4 draws of max |g_i| at d = 200.
     rng = np.random.default_rng(11)
@@ -456,7 +459,7 @@ def test_l1_width_against_integral_and_monte_carlo():
 
 
 def test_simplex_box_group_k_sparse_widths():
-    # Card §4 reference values.
+    # Reference values of R E max_i g_i (quadrature, as for the l1 ball).
     for d, value in [(10, 1.539), (100, 2.508), (1000, 3.241), (10**4, 3.852)]:
         assert gaussian_width("simplex", d) == pytest.approx(value, abs=6e-4)
     assert gaussian_width("simplex", 1) == pytest.approx(0.0, abs=1e-12)
@@ -467,7 +470,7 @@ def test_simplex_box_group_k_sparse_widths():
     assert gaussian_width(Box(lower, upper), 3) == pytest.approx(
         2.75 * np.sqrt(2 / np.pi)
     )
-    # (to the digits the card prints)
+    # (reference values to 4 significant digits)
     for k, value, digits in [(5, 15.37, 0.006), (10, 28.75, 0.006), (50, 116.7, 0.06)]:
         assert gaussian_width("k_sparse", 1000, k=k) == pytest.approx(value, abs=digits)
     # k = d: the box, d sqrt(2/pi); k = 1: the l1 ball.
@@ -505,7 +508,8 @@ def test_exact_widths_within_4se_of_monte_carlo(c):
     mean, se = _mc(c.support, 60, 20000, 3)
     assert abs(exact - mean) < 4 * se
     # The library's own Monte Carlo (m = 4000) is within its stated bound
-    # 4 R_max / sqrt(m) (card §9.4).
+    # 4 R_max / sqrt(m) (Gaussian concentration: Boucheron, Lugosi & Massart 2013,
+    # Theorem 5.6).
     mc = monte_carlo_gaussian_width(c, 60, n_samples=4000, seed=1)
     assert mc.method == "monte carlo"
     assert mc.error_bound == pytest.approx(4 * c.radius_l2 / np.sqrt(4000))
@@ -526,7 +530,7 @@ def test_lp_width_monte_carlo_within_stated_bound(p):
     big, big_se = vals.mean(), vals.std(ddof=1) / np.sqrt(vals.size)
     assert abs(w - big) < w.error_bound + 4 * big_se
     assert abs(w - big) < 4 * np.hypot(w.standard_error, big_se)
-    # Jensen upper bound (card §4): R (d E|g|^q)^(1/q).
+    # Jensen upper bound on R E||g||_q: R (d E|g|^q)^(1/q).
     moment = 2 ** (q / 2) * special.gamma((q + 1) / 2) / np.sqrt(np.pi)
     assert w <= 2.0 * (d * moment) ** (1 / q) + w.error_bound
     assert gaussian_width("lp", d, p=2.0) == pytest.approx(gaussian_width("l2", d))

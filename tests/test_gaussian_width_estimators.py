@@ -211,7 +211,8 @@ def test_stochastic_algorithms_approach_the_constrained_solution(algorithm):
     err = np.linalg.norm(est.coef_ - ref)
     # Measured: 0.0038 (phased SGD, its last phases take tiny steps near w*) and
     # 0.18 (Algorithm 4: one pass, uniform average of its T mirror steps with the
-    # card's step gamma, truncation at tau); ||ref|| = 1 (the ball is active).
+    # step gamma = sqrt(T G^2 / (2 Phi_max)), truncation at tau); ||ref|| = 1 (the
+    # ball is active).
     bound = {"phased_sgd": 0.01, "shuffled_mirror_descent": 0.25}[algorithm]
     assert err < bound * np.linalg.norm(ref), (err, np.linalg.norm(ref))
 
@@ -279,8 +280,9 @@ def test_multiclass_coef_lies_in_the_set(algorithm):
 
 
 def test_shuffled_reports_the_achieved_epsilon():
-    # n = 20000, d = 3, eps = 1: the local epsilon is capped at 1 (card §2.5), so
-    # the amplified epsilon is below the request and the ledger says so.
+    # n = 20000, d = 3, eps = 1: the local epsilon is capped at 1 (Su, Zhao & Wang's
+    # Lemma 3 is used for eps0 <= 1 only), so the amplified epsilon is below the
+    # request and the ledger says so.
     rng = np.random.default_rng(0)
     n = 20000
     X = rng.normal(size=(n, 3)) / 2

@@ -45,7 +45,9 @@ def _constants(**kw):
 
 def test_constants_worked_example():
     k = _constants()
-    # Card §3.1 worked example: lambda_obj = 0.01, sigma1 = 79.77.
+    # Worked example (l1 ball, d = 1000, n = 1e4, L = 2, eps = 1, delta = 1e-5):
+    # Theorem 2's lambda_obj = L / (sqrt(n) ||C||_2) = 0.01 and Algorithm 1's
+    # sigma1 = sqrt(128 ln(2.5/delta)) L / eps = 79.77.
     assert k["c_tot"] == pytest.approx(0.01)
     assert k["c_priv"] == pytest.approx(2e-4)
     assert k["sigma1"] == pytest.approx(math.sqrt(128 * math.log(2.5e5)) * 2.0)
@@ -65,7 +67,8 @@ def test_constants_monotone_and_floor():
     a, b = _constants(epsilon=0.5), _constants(epsilon=1.0)
     assert a["sigma1"] > b["sigma1"]
     assert _constants(delta=1e-8)["sigma1"] > b["sigma1"]
-    # A tiny user lam_obj is clamped up to r beta / (eps n) (card §5.3).
+    # A tiny user lam_obj is clamped up to r beta / (eps n) (Theorem 1's condition
+    # beta <= eps n lambda_obj / r).
     k = _constants(lam_obj=1e-12, epsilon=0.1, n=1000)
     assert k["c_tot"] == pytest.approx(2 * 1.0 / (0.1 * 1000))
     # Ridge mode (Algorithm 2): c_tot = max(mu/2, c_priv).
@@ -86,7 +89,8 @@ def test_gaussian_width_changes_utility_constants_only():
 
 
 def test_large_epsilon_scales():
-    # eps <= 1: the derived chi_2 calibration is below the card's constant.
+    # eps <= 1: the derived chi_2 calibration is below Algorithm 1's constant
+    # sqrt(128 ln(2.5/delta)) L / eps.
     t = math.sqrt(2 * math.log(2 / 1e-5))
     derived = 2.0 * (4 * t + 4 * math.sqrt(t * t + 0.5)) / 1.0
     assert derived <= _constants()["sigma1"]

@@ -2,7 +2,8 @@
 
 Noise scales equal their formulas, the certificate is required before release, the
 sensitivity bound holds under adversarial neighbours, the noise has the stated
-distribution, and the l-infinity projection is the one of card §3.6.
+distribution, and the l-infinity projection is the soft-threshold rule (Algorithm 6
+breaks its ties "arbitrarily").
 """
 
 import math
@@ -161,7 +162,8 @@ def test_certificate_bounds_the_true_distance(lam):
     loss = get_loss("huber")
     plan = _plan(n_samples=200, n_params=31, l2_penalty=lam, lipschitz=1.0, tol=1e-3)
     w = certified_erm(LinearDesign(X, True), y, loss, shape=(31,), plan=plan)
-    # The gradient-norm certificate of card §8.11, recomputed densely.
+    # The gradient-norm certificate ||grad F(w)|| / lambda <= tol_w (lambda-strong
+    # convexity), recomputed densely.
     g = _penalised_gradient(X, y, loss, w, lam, True)
     assert np.linalg.norm(g) / lam <= plan.tol_w
     ref = optimize.minimize(

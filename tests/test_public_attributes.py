@@ -3,7 +3,8 @@
 For every public estimator and algorithm, fit two neighbouring datasets (one record
 replaced by an extreme canary) with the same seed: every fitted attribute other than
 the released coefficients must be identical, so no data-dependent noise scale,
-iteration count, clip norm or diagnostic escapes the accountant (design.md §4.1).
+iteration count, clip norm or diagnostic escapes the accountant (the threat model
+of the documentation's privacy page, doc/privacy.rst).
 """
 
 import numpy as np

@@ -1,9 +1,10 @@
 """Sample-and-aggregate with smooth sensitivity (Wang et al. 2020, Algorithm 1).
 
-Numbers and properties from the implementation card
-shared/algorithms/wang-xiao-devadas-xu-2020.md: §3.1 (corrected order-statistic
-bound, outputs forced into W, sample-size rule), §7 (nothing data-dependent is
-stored) and §8 (worked numbers; item 6 plumbing and smoothness checks; item 10).
+The corrected order-statistic smooth bound (the "mean of the K largest" printed in
+step 5 of Algorithm 1 is not smooth: kept as a documented negative test), subset
+solutions forced into W, the paper's sample-size conditions (Algorithm 1,
+Theorem 1), worked numbers of the NRS07 Gaussian parameters, the subset plumbing,
+the smoothness checks, and nothing data-dependent stored.
 """
 
 import dataclasses
@@ -52,7 +53,7 @@ def _r(D_sorted, t, diameter):
 
 
 def corrected_bound_reference(Z, s, beta, diameter):
-    """Card §3.1: S = 2 max_k rho_k e^{-beta k}, rho_k an order statistic."""
+    """Corrected bound S = 2 max_k rho_k e^{-beta k}, rho_k an order statistic."""
     D = _sorted_distances(Z)
     m = D.shape[0]
     t0, k, best = _t0(m, s), 0, 0.0
@@ -89,7 +90,7 @@ def centre_reference(Z, t0):
     return np.asarray(Z, dtype=float)[int(np.argmin(r))]
 
 
-# -- §8 worked numbers and the sample-size rule --------------------------------------
+# -- worked numbers and the sample-size rule -----------------------------------------
 
 
 def test_worked_numbers_d10_eps1_delta1e5():
@@ -97,8 +98,8 @@ def test_worked_numbers_d10_eps1_delta1e5():
     assert gamma == pytest.approx(0.0404787, abs=5e-8)
     assert beta == pytest.approx(0.0112582, abs=5e-8)
     assert minimum_n_subsets(1.0, 1e-5, 10) == 7890
-    # Default minimum subset size max(10 d, d + 1) = 100 rows: about 8e5 records
-    # (card §3.1 "Consequence").
+    # Default minimum subset size max(10 d, d + 1) = 100 rows (the library's
+    # stand-in for Lemma 1's n_alpha): about 8e5 records.
     assert minimum_samples(1.0, 1e-5, 10) == 789_000
 
 
@@ -326,7 +327,8 @@ def test_identical_solutions_give_the_lambda_tail_exactly(m):
 
 
 def test_smoothness_regression_corrected_vs_k_largest():
-    # Card §8.6: m = 100, s = 10, beta = 1, R = 1 (Lambda = 2), k* = 4.
+    # m - s solutions at 0 and s at distance R, which one record moves to 0:
+    # m = 100, s = 10, beta = 1, R = 1 (Lambda = 2), k* = 4.
     m, s, beta, lam = 100, 10, 1.0, 2.0
     z = np.zeros((m, 2))
     z[m - s :, 0] = 1.0  # s solutions at distance R
@@ -378,8 +380,9 @@ def _clustered(m, d, rng):
 
 
 def test_randomised_adversarial_smoothness_and_local_sensitivity():
-    # Card §8.6: ||g(z) - g(z')|| <= S(z) and |ln S(z) / S(z')| <= beta whenever at
-    # most s_NRS entries change (m <= 400, 1-D and 2-D).
+    # NRS07's smooth upper bound: ||g(z) - g(z')|| <= S(z) and
+    # |ln S(z) / S(z')| <= beta whenever at most s_NRS entries change (m <= 400,
+    # 1-D and 2-D).
     rng = np.random.default_rng(6)
     ratios, informative = [], 0
     for _ in range(400):
@@ -610,7 +613,8 @@ def test_smoke_fit_returns_finite_coef_inside_the_ball():
 
 
 def test_result_holds_only_coef_n_iter_and_one_approx_dp_record():
-    # Card §7 / §8.10 [REVIEW][PRIVACY]: S, the z_i and i* are never released.
+    # The guarantee covers g + (S / gamma) u only: S, the z_i and i* are never
+    # released.
     X, y, _ = _ridge_problem(20_000, 13)
     out = sample_and_aggregate(
         X, y, "squared", epsilon=12.0, delta=1e-6, radius=2.0, n_subsets=400,

@@ -1,4 +1,4 @@
-"""Algorithm 7: the sparse exponential mechanism (Ghazi et al. Thm 7.5, card §3.7)."""
+"""Algorithm 7: the sparse exponential mechanism (Ghazi et al., Lemma 7.3, Thm 7.5)."""
 
 import math
 

@@ -1,10 +1,11 @@
 """Smooth-sensitivity trimmed mean oracle (Wang et al. 2020, Algorithms 2-3).
 
-Numbers and properties from the implementation card
-shared/algorithms/wang-xiao-devadas-xu-2020.md: §8 worked numbers (item 2 there),
-§3.2 SMOOTH_SENS (item 5: >= brute-force local sensitivity, t-smoothness, the paper's
-simplified bound as a documented negative test), §7 validation (eps0 <= 1, item 10),
-the sinh noise law (item 7) and the non-private limit.
+Worked numbers of Algorithm 3's calibration (n = 1e5, d = 10, T = 10, eps = 1,
+delta = 1e-5); the t-smooth bound S of skdpsco._mean_estimation._trimmed_mean (>=
+the brute-force local sensitivity, t-smooth over replace-one neighbours), with the
+scale printed in Algorithm 2, line 1, as a documented negative test (it is not
+t-smooth); the range eps0 <= 1 of Theorem 3 (Bun & Steinke's arsinh-normal
+guarantee); the sinh noise law and the non-private limit.
 """
 
 import math
@@ -34,8 +35,8 @@ from skdpsco.privacy._mechanisms import arsinh_normal_noise
 SINH_STD = math.sqrt((math.e**2 - 1) / 2)  # std of sinh(N(0, 1)) = 1.7873
 
 
-def card_smooth_sens(z, m, a, b, t):
-    """Card §3.2 SMOOTH_SENS, transcribed literally (1-based order statistics)."""
+def reference_smooth_sens(z, m, a, b, t):
+    """The bound S of the oracle's module, literally (1-based order statistics)."""
     z = np.sort(np.asarray(z, dtype=float))
     n = len(z)
     if m == 0:
@@ -82,10 +83,10 @@ def neighbours(rng, x):
     return out
 
 
-# ------------------------------------------------------ §8 worked numbers (item 2)
+# ------------------------------------------------------------------ worked numbers
 
 
-def test_worked_numbers_of_card_section_8():
+def test_worked_numbers_of_algorithm_3():
     # n = 1e5, d = 10, T = 10, eps = 1, delta = 1e-5; one call gets rho / T, p = d.
     rho = approx_dp_to_zcdp(1.0, 1e-5)
     assert rho == pytest.approx(0.02081994, rel=1e-6)
@@ -97,7 +98,7 @@ def test_worked_numbers_of_card_section_8():
     assert oracle.epsilon0_ == pytest.approx(0.02040585, rel=1e-6)
     assert oracle.smoothness_ == pytest.approx(2.6025e-5, rel=1e-4)
     assert oracle.noise_divisor_ == pytest.approx(0.00510146, rel=1e-6)
-    # ceil(ln(1e5) / t_SS) = 442,380 > (n - 1) / 4: the cap binds (card §3.2).
+    # ceil(ln(1e5) / t_SS) = 442,380 > (n - 1) / 4: default_trim_count's cap binds.
     assert math.log(1e5) / oracle.smoothness_ == pytest.approx(442_380, rel=1e-4)
     assert oracle.trim_count_ == 24_999
     assert oracle.mean_bounds_ == (-1.0, 1.0)
@@ -118,10 +119,10 @@ def test_default_trim_count_rule():
     assert oracle.calibrate(100, math.inf, (3,)).trim_count_ == 0
 
 
-# ------------------------------------------------- SMOOTH_SENS (card §3.2, item 5)
+# ------------------------------------------------------------ the t-smooth bound S
 
 
-def test_smooth_sensitivity_equals_card_formula():
+def test_smooth_sensitivity_equals_reference_formula():
     rng = np.random.default_rng(0)
     for trial in range(600):
         n = int(rng.integers(1, 41))
@@ -130,7 +131,7 @@ def test_smooth_sensitivity_equals_card_formula():
         a, b = sorted(rng.uniform(-3, 3, 2))
         t = float(rng.choice([1e-5, 1e-2, 0.1, 0.5, 2.0]))
         got = trimmed_mean_smooth_sensitivity(z, m, b - a, t)
-        assert got == pytest.approx(card_smooth_sens(z, m, a, b, t), rel=1e-12)
+        assert got == pytest.approx(reference_smooth_sens(z, m, a, b, t), rel=1e-12)
 
 
 @pytest.mark.parametrize("case", ["cauchy", "flat"])
@@ -176,7 +177,7 @@ def test_smooth_sensitivity_dominates_brute_force_local_sensitivity():
 
 def test_smooth_sensitivity_is_t_smooth_over_random_neighbours():
     # S(x) <= e^t S(x') for every replace-one neighbour, including +-1e6 outliers:
-    # 0 violations, and the ratio reaches e^t (the check is tight, card §3.2).
+    # 0 violations, and the ratio reaches e^t (the check is tight).
     rng = np.random.default_rng(3)
     violations = pairs = 0
     worst = 0.0
@@ -198,10 +199,10 @@ def test_smooth_sensitivity_is_t_smooth_over_random_neighbours():
 
 
 def test_paper_simplified_bound_is_not_t_smooth():
-    # Documented negative test (card §3.2 [PRIVACY]): the paper's printed scale
+    # Documented negative test (privacy): the scale printed in Algorithm 2, line 1,
     # max{(z_(n) - z_(1)) / (n - 2m), e^{-mt} (b - a)} is an upper bound on the
     # smooth sensitivity but not itself t-smooth: one outlier multiplies it by far
-    # more than e^t, so as a noise scale it leaks the outlier. The card's formula
+    # more than e^t, so as a noise scale it leaks the outlier. The corrected bound
     # on the same pairs never does (test above).
     rng = np.random.default_rng(3)
     violations = pairs = 0
@@ -414,9 +415,9 @@ def test_no_nan_for_extreme_rows():
 def test_records_compose_to_count_times_rho():
     oracle = _oracle(1000, 0.004, (5,))
     assert SmoothSensitivityTrimmedMeanOracle.all_gaussian is False
-    (rec,) = oracle.records(7)
-    assert (rec.kind, rec.count, rec.rho) == ("zcdp", 7, 0.004)
-    eps, rho, how = account_records([rec], 1e-6)
+    (record,) = oracle.records(7)
+    assert (record.kind, record.count, record.rho) == ("zcdp", 7, 0.004)
+    eps, rho, how = account_records([record], 1e-6)
     assert rho == pytest.approx(7 * 0.004, rel=1e-15)
     assert eps <= zcdp_to_approx_dp(7 * 0.004, 1e-6) * (1 + 1e-12)
     assert how in ("zcdp", "rdp")
@@ -446,7 +447,7 @@ def test_column_blocks_give_the_same_release(monkeypatch):
 
 
 def test_oracle_stores_only_public_numbers():
-    # [REVIEW][PRIVACY] neither S nor the un-noised means are kept: the state after
+    # Neither S (data-dependent) nor the un-noised means are kept: the state after
     # estimate is identical for two different datasets of the same public n.
     rng = np.random.default_rng(15)
     n, d = 40, 3

@@ -1,6 +1,7 @@
 """Private-range truncated mean (Kamath, Liu & Zhang 2021, Alg. 2–3, App. B) and its
-public schedules: worked-example numbers, sensitivities, noise scales, the split, the
-ledger (card shared/algorithms/kamath-liu-zhang-2021.md §2, §3, §7)."""
+public schedules (Algorithm 4 with Theorems 4.7 and 4.8): worked-example numbers,
+sensitivities, noise scales, the data-independent split of Section 4.1 into disjoint
+halves, and the zCDP ledger."""
 
 import math
 import tracemalloc
@@ -31,7 +32,7 @@ from skdpsco._solvers._schedules import (
 )
 from skdpsco.privacy import account_records, approx_dp_to_zcdp, gdp_to_approx_dp
 
-RHO_EXAMPLE = approx_dp_to_zcdp(1.0, 1e-5)  # 0.0208199 (card §1.4)
+RHO_EXAMPLE = approx_dp_to_zcdp(1.0, 1e-5)  # 0.0208199 (Lemma 2.3, inverted)
 ORACLES = [TruncatedMeanOracle, AxisTruncatedMeanOracle]
 
 
@@ -40,12 +41,13 @@ def _per_sample_gradients(X, U, fit_intercept=True):
     return U[:, None] * Xt if U.ndim == 1 else Xt[:, :, None] * U[:, None, :]
 
 
-# ------------------------------------------------------- schedules (card §2.4–2.8)
+# ----------------------------------- schedules (Algorithm 4, Theorems 4.7 and 4.8)
 
 
 def test_worked_example_convex_numbers():
-    # Card §2.8 / §7.14: N = 1e5, d = 10, k = 2, eps = 1, delta = 1e-5, s = 1, R = 10,
-    # ball of radius 5 (M = 10).
+    # Worked example of Algorithm 4 with Theorem 4.7's parameters (n = |Z|, tau
+    # clamped at Theorem 4.1's 60): N = 1e5, d = 10, k = 2, eps = 1, delta = 1e-5,
+    # s = 1, R = 10, ball of radius 5 (M = 10).
     N, d = 100_000, 10
     n = mean_stage_size(N)
     assert n == 50_000
@@ -137,7 +139,7 @@ def test_axis_and_budget_schedules():
     iso = strongly_convex_schedule(
         N, rho, p, diameter=3.0, strong_convexity=0.5, smoothness=1.0
     )
-    assert axs.n_iter == iso.n_iter  # card: T and eta as in §2.5 (k = 2)
+    assert axs.n_iter == iso.n_iter  # App. B: T and eta as in Theorem 4.8 (k = 2)
     assert axs.truncation_formula == pytest.approx(
         (n * n * rho / axs.n_iter / p) ** 0.25
     )
@@ -146,9 +148,11 @@ def test_axis_and_budget_schedules():
     assert b.truncation_formula == pytest.approx(math.sqrt(N * math.sqrt(rho / 2) / p))
 
 
-def test_histogram_failure_bound_card_values():
-    # Card §7.22: N = 2000, d = 50, eps = 0.1 triggers the warning (p_step ~ 398);
-    # N = 1e5, d = 5, eps = 1 does not (T p_step ~ 7.8e-9, with or without intercept).
+def test_histogram_failure_bound_values():
+    # The public warning T p_step > 0.05, p_step the union of Theorem 4.2's failure
+    # bounds over the coordinates: N = 2000, d = 50, eps = 0.1 triggers it
+    # (p_step ~ 398); N = 1e5, d = 5, eps = 1 does not (T p_step ~ 7.8e-9, with or
+    # without intercept).
     rho = approx_dp_to_zcdp(0.1, 1e-5)
     s1 = convex_schedule(2000, rho, 50, diameter=20.0)
     assert histogram_failure_bound(2000, s1.rho_per_iter, 50) == pytest.approx(
@@ -168,10 +172,10 @@ def test_default_gradient_bound_and_stage_size():
     assert oracle.calibrate(10, 1.0, (5,)).gradient_bound_ == pytest.approx(3 * math.e)
 
 
-# ----------------------------------------------------------------- CDPRE (§2.1)
+# ---------------------------------------------------------- CDPRE (Algorithm 2)
 
 
-def test_bucket_grid_card_values():
+def test_bucket_grid_values():
     assert BucketGrid.from_bound(20, 10).edges.tolist() == [-40, -20, 0, 20, 40]
     assert BucketGrid.from_bound(10, 10).edges.tolist() == [-40, -20, 0, 20, 40]
     g = BucketGrid.from_bound(25, 10)
@@ -212,7 +216,8 @@ def test_bucket_counts_edges_and_non_finite_values():
 
 
 def test_histogram_sensitivity_under_replace_one():
-    # Card §7.5: the count vector changes in <= 2 cells by exactly 1 (l2 <= sqrt 2).
+    # Algorithm 2's histogram under replace-one: the count vector changes in <= 2
+    # cells by exactly 1 (l2 <= sqrt 2).
     rng = np.random.default_rng(1)
     grid = BucketGrid.from_bound(30, 10)
     specials = [np.nan, np.inf, -np.inf, 1e300, 40.0, -60.0, 60.0, 0.0]
@@ -229,7 +234,8 @@ def test_histogram_sensitivity_under_replace_one():
 
 
 def test_histogram_noise_variance_on_every_bucket():
-    # Card §7.6: rho' = 0.5 -> per-bucket variance 1/rho' = 2.0 +- 5%, empty or not.
+    # Algorithm 2's noise: rho' = 0.5 -> per-bucket variance 1/rho' = 2.0 +- 5%,
+    # empty or not.
     mech = range_histogram_mechanism(0.5)
     assert mech.sigma == pytest.approx(math.sqrt(2.0))
     counts = np.array([[0, 0, 700, 0, 3, 0]])
@@ -259,7 +265,7 @@ def test_range_estimator_noises_empty_buckets():
 
 @pytest.mark.parametrize("dist", ["normal", "student"])
 def test_range_estimator_accuracy_theorem_4_2(dist):
-    # Card §7.7: m = 1000, mu ~ U[-100, 100], R = 100, rho' = 0.1, 1000 trials (as
+    # Theorem 4.2: m = 1000, mu ~ U[-100, 100], R = 100, rho' = 0.1, 1000 trials (as
     # 1000 independent coordinates): every midpoint within 30, >= 99% within 13.
     rng = np.random.default_rng(4 if dist == "normal" else 5)
     mu = rng.uniform(-100, 100, size=1000)
@@ -273,7 +279,7 @@ def test_range_estimator_accuracy_theorem_4_2(dist):
     assert np.mean(err <= 13) >= 0.99
 
 
-# ------------------------------------------------- truncated mean (§2.2, §2.6)
+# ------------------------------------ truncated mean (Algorithm 3, Appendix B)
 
 
 def _brute_force_ratio(mean_fn, n, d, r, rng, n_datasets):
@@ -321,9 +327,10 @@ def _brute_force_ratio(mean_fn, n, d, r, rng, n_datasets):
 
 @pytest.mark.parametrize("n,d", [(4, 1), (5, 2), (8, 3), (12, 2)])
 def test_truncated_mean_sensitivity_brute_force(n, d):
-    # Card §2.2 / §7.8: ||f(Z) - f(Z')|| <= 8 r / (3n), r = tau sqrt(d), c fixed,
-    # over boundary, far, NaN, +-inf and overflowing replacements, and kept counts
-    # below, at and above the 3n/4 floor. The bound is tight (ratio -> 1).
+    # The sensitivity behind Algorithm 3's noise: ||f(Z) - f(Z')|| <= 8 r / (3n),
+    # r = tau sqrt(d), c fixed, over boundary, far, NaN, +-inf and overflowing
+    # replacements, and kept counts below, at and above the 3n/4 floor. The bound is
+    # tight (ratio -> 1).
     rng = np.random.default_rng(10 * n + d)
     r = 1.7 * math.sqrt(d)
     worst = _brute_force_ratio(
@@ -366,8 +373,8 @@ def _design(N, p, rng, fit_intercept=False, **kwargs):
 @pytest.mark.parametrize("Oracle", ORACLES)
 @pytest.mark.parametrize("split", ["data", "budget"])
 def test_non_private_limit_is_the_plain_mean(Oracle, split):
-    # Card §7.10: rho = inf and tau = 1e3 keep every point: the output is the plain
-    # mean of the per-sample gradients over Z ('data') or over all rows ('budget').
+    # Non-private limit: rho = inf and tau = 1e3 keep every point: the output is the
+    # plain mean of the per-sample gradients over Z ('data') or all rows ('budget').
     rng = np.random.default_rng(6)
     X, design = _design(1001, 4, rng, fit_intercept=True)
     U = rng.normal(size=1001)
@@ -378,7 +385,7 @@ def test_non_private_limit_is_the_plain_mean(Oracle, split):
     if split == "data":
         assert (~oracle.in_y_).sum() == 501 == oracle.n_
     np.testing.assert_allclose(out, G[rows].mean(axis=0), rtol=1e-12, atol=1e-14)
-    # Card's alternative: a huge but finite budget, error ~ 1e-10.
+    # A huge but finite budget instead: error ~ 1e-10.
     oracle.calibrate(1001, 1e24, (4,))
     out = oracle.estimate(design, U, np.random.default_rng(0))
     np.testing.assert_allclose(out, G[rows].mean(axis=0), atol=1e-6)
@@ -487,8 +494,8 @@ def test_noiseless_oracle_equals_the_reference_algorithm(Oracle, split):
 
 
 def test_floor_far_cluster_output_is_the_centre():
-    # Card §7.11: if all of Z lies outside the ball, the output is c (+ noise), finite
-    # and independent of how far away the points are.
+    # The floor 3n/4 of Algorithm 3: if all of Z lies outside the ball, the output is
+    # c (+ noise), finite and independent of how far away the points are.
     N, p = 60, 2
     rng = np.random.default_rng(9)
     X = rng.normal(5.0, 1.0, size=(N, p))  # all in the bucket [0, 20)
@@ -524,9 +531,10 @@ def test_non_finite_gradients_keep_the_output_finite():
 
 
 def test_mean_stage_noise_std_chi_square_band():
-    # Card §7.9: tau = 60, d = 4, n = 1000, rho = 1 -> sigma^2 = 0.0512 (s = 1); with
-    # s = 2 the std doubles. Data concentrated in one bucket, so c is the same in
-    # every call (histogram noise std 2 against ~1000 counts).
+    # Algorithm 3's noise sigma^2 = 32 tau^2 d / (9 n^2 rho): tau = 60, d = 4,
+    # n = 1000, rho = 1 -> 0.0512 (s = 1); with s = 2 the std doubles. Data
+    # concentrated in one bucket, so c is the same in every call (histogram noise
+    # std 2 against ~1000 counts).
     N, p, s, reps = 2000, 4, 2.0, 1500
     rng = np.random.default_rng(11)
     X = rng.normal(5.0 * s, 0.5 * s, size=(N, p))
@@ -548,8 +556,10 @@ def test_mean_stage_noise_std_chi_square_band():
 
 
 def test_heavy_tailed_accuracy_theorem_4_1():
-    # Card §7.12 (fewer runs): d = 5, N = 10 000, rho = 1, tau = 60, unit-variance
-    # t_5 noise around ||mu|| <= 10, R = 20: mean squared error within the bound.
+    # Theorem 4.1's MSE bound with the explicit constants of its proof (App. C.4):
+    # d = 5, N = 10 000, rho = 1, tau = 60, unit-variance t_5 noise around
+    # ||mu|| <= 10, R = 20: mean squared error within 8d/n + 32 tau^2 d^2 / (9 n^2 rho)
+    # + 0.01.
     N, d, runs = 10_000, 5, 60
     rng = np.random.default_rng(13)
     oracle = TruncatedMeanOracle(truncation=60.0, gradient_bound=20.0)
@@ -594,7 +604,7 @@ def test_split_is_data_independent_and_kept_across_calls():
 @pytest.mark.parametrize("split", ["data", "budget"])
 @pytest.mark.parametrize("shape", [(10,), (4, 3)])
 def test_records_compose_to_rho_per_call(Oracle, split, shape):
-    # Card §3.4 / §7.2: with disjoint halves one call costs rho (not 2 rho): one
+    # Disjoint halves (Section 4.1): one call costs rho (not 2 rho): one
     # Gaussian record with mu = sqrt(2 rho). 'budget': two sqrt(rho)-GDP records.
     rho, count, delta = 2.66922e-4, 78, 1e-5
     oracle = Oracle(truncation=60.0, sample_split=split).calibrate(5000, rho, shape)
@@ -640,8 +650,8 @@ def test_infinite_truncation_only_in_the_testing_mode(Oracle):
     assert rows.sum() >= 0.75 * oracle.n_  # above the floor: the plain mean of kept
     np.testing.assert_allclose(out, G[rows].mean(axis=0), rtol=1e-9, atol=1e-6)
     assert np.all(np.isfinite(out))
-    (rec,) = oracle.records(5)
-    assert account_records([rec], 1e-5)[1] == math.inf
+    (record,) = oracle.records(5)
+    assert account_records([record], 1e-5)[1] == math.inf
     with pytest.raises(ValueError, match="testing mode"):
         Oracle(truncation=math.inf).calibrate(600, 1.0, (4,))
 

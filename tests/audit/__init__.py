@@ -1,1 +1,1 @@
-"""Empirical privacy audit of every skdpsco estimator and algorithm (design.md §4.7)."""
+"""Empirical privacy audit of every skdpsco estimator and algorithm (see README.md)."""

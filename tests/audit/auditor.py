@@ -1,4 +1,4 @@
-"""A generic empirical privacy auditor for estimators (design.md §4.7).
+"""A generic empirical privacy auditor for estimators (tests/audit/README.md).
 
 Given an estimator factory and two neighbouring datasets ``D`` and ``D'`` (replace-one:
 same ``n``, one record replaced by a canary), :func:`audit` fits the estimator many
@@ -38,8 +38,8 @@ selection half has been seen):
   half of ``D``: catches a data-dependent noise *scale* (the canary changes the spread
   of the model, not its centre).
 
-A fit that raises is an output too (data-dependent exceptions leak, design.md §4.1):
-its statistics are recorded as ``+inf``.
+A fit that raises is an output too (data-dependent exceptions leak; see the threat
+model in doc/privacy.rst): its statistics are recorded as ``+inf``.
 """
 
 import math

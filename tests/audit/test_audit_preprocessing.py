@@ -1,4 +1,4 @@
-"""Empirical privacy audit of DPStandardScaler (design.md §4.7).
+"""Empirical privacy audit of DPStandardScaler (tests/audit/README.md).
 
 The released ``mean_`` and ``scale_`` of every feature are the statistic; ``D`` is an
 ordinary dataset and ``D'`` replaces one record by a canary of huge norm (every

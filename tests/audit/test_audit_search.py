@@ -1,4 +1,4 @@
-"""Empirical privacy audit of PrivateSearchCV (design.md §4.7).
+"""Empirical privacy audit of PrivateSearchCV (tests/audit/README.md).
 
 The released output of the search (the index of the chosen configuration and its
 noisy validation score) is collected over many searches on two neighbouring datasets

@@ -210,8 +210,9 @@ def run_audit(
         f"{factory!r} on the {case.name} canary leaks more than its claim "
         f"epsilon={CLAIMED_EPSILON}:\n{result.summary()}"
     )
-    # A fit that raises on D or D' is either a data-dependent exception (a leak by
-    # design.md §4.1) or a broken configuration: neither may pass silently.
+    # A fit that raises on D or D' is either a data-dependent exception (a leak under
+    # the threat model of doc/privacy.rst) or a broken configuration: neither may
+    # pass silently.
     assert result.n_failed == (0, 0), result.summary()
     return result
 

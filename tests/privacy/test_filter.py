@@ -1,7 +1,7 @@
 """Privacy filter, amplification by subsampling and private-selection arithmetic.
 
-Ghazi et al. (sparse gradients), Lemma 5.3, Theorem 6.1, Theorem A.4; card §3.4-3.5,
-§8 items 8 and 10.
+Ghazi et al. (sparse gradients), Algorithms 4-5, Lemma 5.3, Theorem 6.1, Theorem A.4
+(Whitehouse et al. 2023), and Liu & Talwar (2019), Theorem 3.4.
 """
 
 import math
@@ -58,8 +58,8 @@ def test_step_cost_test_vector():
 
 @pytest.mark.parametrize("n", [2, 3, 100, 1024, 100_000])
 def test_exact_step_cost_below_closed_form_up_to_13(n):
-    # Card §8 item 8: the exact amplified value is <= a(N) eps for every level when
-    # eps <= 13 (e^x - 1 <= 2x holds for x = 3 eps / 32 <= 1.2564).
+    # Lemma 5.3's closed form a(N) eps: the exact amplified value is below it for
+    # every level when eps <= 13 (e^x - 1 <= 2x holds for x = 3 eps / 32 <= 1.2564).
     M = n.bit_length() - 2
     for eps in np.linspace(0.01, 13.0, 40):
         for level in range(M + 1):
@@ -69,8 +69,8 @@ def test_exact_step_cost_below_closed_form_up_to_13(n):
 
 
 def test_closed_form_is_not_a_bound_for_large_epsilon():
-    # [REVIEW] of card §7.5: beyond eps ~ 13.4 the closed form under-charges the small
-    # levels, which is why the solvers charge the exact value.
+    # Lemma 5.3's closed form relies on e^x - 1 <= 2x: beyond eps ~ 13.4 it
+    # under-charges the small levels, which is why the solvers charge the exact value.
     exact = step_cost(20.0, 1e-6, 1024, 0)[0]
     closed = closed_form_step_cost(20.0, 1e-6, 1024, 0)[0]
     assert exact > 1.3 * closed
@@ -142,7 +142,7 @@ def test_boosting_budget_test_vector():
 @pytest.mark.parametrize("beta", [0.05, 0.3, 0.9])
 @pytest.mark.parametrize("ratio", [1e-8, 1e-3, 0.0999])
 def test_boosting_split_composes_within_budget(epsilon, beta, ratio):
-    # Card §8 item 10: Liu–Talwar on the eps/12 + eps/12 pairs with (delta/4K)^2
+    # Theorem 6.1: Liu–Talwar on the eps/12 + eps/12 pairs with (delta/4K)^2
     # returns <= (eps, delta) whenever delta <= eps/10.
     delta = min(ratio * epsilon, 0.5)
     plan = boosting_budget(epsilon, delta, beta)

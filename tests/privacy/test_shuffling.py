@@ -40,7 +40,7 @@ def test_matches_direct_evaluation(eps0, n, delta_s):
 
 
 def test_vectors():
-    # Card §2.5 examples (delta_s = 5e-6, cap eps0 <= 1).
+    # The FMT21 closed form and its inversion (delta_s = 5e-6, cap eps0 <= 1).
     assert shuffle_epsilon(1.0, 100_000, 5e-6) == pytest.approx(0.0712143, abs=1e-7)
     eps0, achieved = shuffle_local_epsilon(0.05, 10_000, 5e-6)
     assert eps0 == pytest.approx(0.27116, abs=1e-5) and achieved <= 0.05
@@ -73,7 +73,7 @@ def test_validity_range_and_small_n():
     assert shuffle_local_epsilon(0.5, 200, 1e-6) == (0.0, 0.0)
 
 
-def test_delta_bookkeeping_of_the_card():
+def test_delta_bookkeeping_stays_within_delta():
     # delta_s = delta/2, delta0 = delta/(3 n (e^eps + 1)) keeps the total <= delta.
     for eps, n, delta in [(0.05, 10_000, 1e-5), (1.0, 1000, 1e-6), (0.1, 10**5, 1e-8)]:
         delta0 = delta / (3 * n * (math.exp(eps) + 1))

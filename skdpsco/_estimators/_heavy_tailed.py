@@ -85,7 +85,7 @@ def _batch_rate(est, n_samples):
 
 #: AClipped-dpSGD's step: ``1 / (c_gamma L0 ln(4 / beta))`` with ``c_gamma = 24``
 #: and ``beta = 0.01`` (the paper leaves ``c_gamma`` unspecified; these are the
-#: values of Jin et al.'s experiments), ``L0`` the public curvature bound behind
+#: values in the authors' public demo code), ``L0`` the public curvature bound behind
 #: ``learning_rate="auto"``. The clipped *average* carries noise of std
 #: ``2 lambda z`` per step, so a small step is what keeps the iterates from diffusing.
 _ACLIP_STEP_DIVISOR = 24.0 * math.log(4.0 / 0.01)

@@ -145,7 +145,9 @@ def certified_minimize(
     (2015) fires (robust when ``mu`` is a loose lower bound). Every
     ``check_every`` iterations the residual certificate (module docstring) is
     evaluated at the current extrapolated point; the method stops as soon as the
-    certified distance is ``<= tol``.
+    certified distance is ``<= tol``. Its iteration count depends on the data,
+    so no private solve uses it (they run :func:`certified_minimize_fixed`); it
+    is the reference minimiser of non-private checks.
 
     Everything except the objective must be public (data-independent): ``w0``,
     ``mu``, ``smoothness``, ``tol``, ``max_iter``, ``check_every`` and ``project``.

@@ -304,3 +304,37 @@ def test_privacy_audit_class_weight_with_public_classes(algorithm):
     )
     assert result.epsilon_lb <= CLAIMED_EPSILON, result.summary()
     assert result.n_failed == (0, 0), result.summary()
+
+
+@pytest.mark.parametrize("task", ["regression", "binary"])
+def test_privacy_audit_shuffled_local_randomizers_on_the_grid(task):
+    """The shuffled mirror descent with the l2 ball (``q = 2``): each record's local
+    randomizer is the grid Gaussian mechanism, a path the default constraint (the
+    l1 ball, ``q != 2``) does not reach."""
+    estimator_class = (
+        skdpsco.GaussianWidthDPRegressor
+        if task == "regression"
+        else skdpsco.GaussianWidthDPClassifier
+    )
+    params = {
+        "epsilon": CLAIMED_EPSILON,
+        "delta": DELTA,
+        "algorithm": "shuffled_mirror_descent",
+        "constraint": "l2",
+    }
+    case = make_case(task, "outlier", sparse=True)
+    factory = EstimatorFactory(estimator_class, params)
+    spent = factory(0).fit(*case.neighbour).privacy_spent_
+    assert spent.epsilon <= CLAIMED_EPSILON * (1 + 1e-9)
+    result = audit(
+        factory,
+        case.dataset,
+        case.neighbour,
+        statistic=case.statistic,
+        n_runs=N_RUNS,
+        delta=DELTA,
+        alpha=0.05,
+        seed=_stable_seed(estimator_class.__name__, "shuffled-l2", case.name),
+    )
+    assert result.epsilon_lb <= CLAIMED_EPSILON, result.summary()
+    assert result.n_failed == (0, 0), result.summary()

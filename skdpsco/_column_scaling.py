@@ -75,12 +75,14 @@ from ._solvers._design import row_l2_norms
 from .privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 
 __all__ = [
+    "ColumnQuantiles",
     "ColumnScaling",
     "MAX_PER_COLUMN",
     "MIN_TARGET_SHARE",
     "scaling_is_underpowered",
     "magnitude_bins",
     "magnitude_histogram",
+    "private_column_quantiles",
     "private_column_scaling",
     "scaling_share",
     "unscale_coef",
@@ -456,6 +458,46 @@ def private_column_scaling(
             X, budget, fallback, rng, name, unit_rows=False
         )
         records += shared_scaling.records
+    c, half, sides, found, located_records = _located_windows(
+        X, budget, unit, center, levels, rng, name
+    )
+    records += located_records
+    # 4. The clipped mean and second moment in the final window.
+    mean, moment, recs = _moments_release(
+        X, c, half, budget, _W_MOMENT * unit, center, second, rng, f"{name} window"
+    )
+    records += recs
+    c = c + half * mean
+    # A window below the bulk (a spurious detection at small n) shows in the
+    # released moments as values piled at its far edge(s): not located. (A
+    # one-signed window's edge at 0 may hold a column's zeros.)
+    if second:
+        piled = np.where(sides != 0, (moment + sides * mean) / 2.0, moment)
+        floor = max(_noise_std(records[-1]), _VARIANCE_FLOOR)
+        scale = half * np.sqrt(np.clip(moment - mean**2, floor, 1.0))
+    else:
+        piled = np.where(sides != 0, sides * mean, np.abs(mean))
+        scale = _WINDOW_SCALE * half
+    found &= piled < _SATURATED
+    center_out = np.where(found, c, 0.0)
+    # Public floor: a column narrower than 2^-1000 (a constant, subnormal values)
+    # keeps a finite weight 1 / scale and finite coefficients.
+    scale_out = np.where(found, np.maximum(scale, _MIN_SCALE), 1.0)
+    located = found.copy()
+    if fallback and shared_scaling.located[0]:
+        scale_out = np.where(found, scale_out, shared_scaling.scale[0])
+        located[:] = True
+    return ColumnScaling(center_out, scale_out, located, records)
+
+
+def _located_windows(X, budget, unit, center, levels, rng, name):
+    """Stages 1-3 of the release (the module docstring): per column, the window
+    ``[c - half, c + half]`` around the bulk, ``sides`` (+1 / -1 for a one-signed
+    window from 0, 0 otherwise), whether the bulk was found, and the records of
+    the histograms released on the way (each of relative weight ``_W_HISTOGRAM``
+    times ``unit`` of the budget)."""
+    d = X.shape[1]
+    records = []
     # 1. Where the bulk of each column lies: the magnitude histogram of x, signed
     # when centring (a one-signed bulk gets a window from 0, half as wide).
     hist_mech = budget.mechanism(
@@ -502,32 +544,102 @@ def private_column_scaling(
         half = np.where(zoomed, np.maximum(half, 4.0 * spread), half0)
         sides = np.where(zoomed, 0, sides)  # a zoomed window is around the bulk
     half = np.minimum(half, _FMAX)
-    # 4. The clipped mean and second moment in the final window.
-    mean, moment, recs = _moments_release(
-        X, c, half, budget, _W_MOMENT * unit, center, second, rng, f"{name} window"
+    return c, half, sides, found, records
+
+
+#: Bins of the quantile histogram over each column's final window: the released
+#: quantiles resolve the window's width over this many bins, and a cumulative
+#: count sums at most this many noisy counts (its noise grows like the root).
+_QUANTILE_BINS = 256
+
+
+@dataclass(frozen=True)
+class ColumnQuantiles:
+    """Released per-column quantiles.
+
+    Attributes
+    ----------
+    values : ndarray of shape (n_quantiles, d)
+        The quantiles asked for, non-decreasing down each column.
+    located : ndarray of bool, shape (d,)
+        Whether the column's bulk was found and every quantile fell inside its
+        window (False: the values are meaningless and must not be used).
+    resolution : ndarray of shape (d,)
+        Width of one bin of the quantile histogram (released: post-processing).
+    records : list of MechanismRecord
+    """
+
+    values: np.ndarray
+    located: np.ndarray
+    resolution: np.ndarray
+    records: list = field(default_factory=list)
+
+
+def private_column_quantiles(
+    X, rng, quantiles, *, rho=None, epsilon=None, name="column"
+):
+    """Release the given quantiles of every column of ``X``, with no bounds.
+
+    Stages 1-3 of :func:`private_column_scaling` locate each column's window
+    (the magnitude histogram over the float range, then, where ``n`` allows it,
+    the pair differences and the zoom histograms); a last linear histogram of
+    :data:`_QUANTILE_BINS` bins over the window (one record in exactly one bin of
+    each column: l2-sensitivity ``sqrt(2)`` per column under replace-one) gives,
+    by post-processing of its noisy cumulative counts made non-decreasing, every
+    quantile at once, interpolated linearly inside its bin. A record far out
+    (``1e300``) moves one count to an edge bin.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        Finite values; no bound on them is assumed or read.
+    rng : numpy.random.Generator
+    quantiles : sequence of float
+        Levels in ``[0, 1]``, non-decreasing.
+    rho, epsilon : float, optional
+        zCDP budget (Gaussian mechanisms) or pure-DP budget (Laplace); exactly one.
+    name : str
+        Prefix of the ledger records.
+
+    Returns
+    -------
+    ColumnQuantiles
+    """
+    budget = _Budget(rho, epsilon)
+    levels_q = np.asarray(quantiles, dtype=np.float64)
+    n, d = X.shape
+    levels = _n_zoom_levels(budget, n, d, 1.0)
+    unit = 1.0 / (_release_weights(levels, True, False) - _W_MOMENT + _W_QUANTILE)
+    c, half, _, found, records = _located_windows(
+        X, budget, unit, True, levels, rng, name
     )
-    records += recs
-    c = c + half * mean
-    # A window below the bulk (a spurious detection at small n) shows in the
-    # released moments as values piled at its far edge(s): not located. (A
-    # one-signed window's edge at 0 may hold a column's zeros.)
-    if second:
-        piled = np.where(sides != 0, (moment + sides * mean) / 2.0, moment)
-        floor = max(_noise_std(records[-1]), _VARIANCE_FLOOR)
-        scale = half * np.sqrt(np.clip(moment - mean**2, floor, 1.0))
-    else:
-        piled = np.where(sides != 0, sides * mean, np.abs(mean))
-        scale = _WINDOW_SCALE * half
-    found &= piled < _SATURATED
-    center_out = np.where(found, c, 0.0)
-    # Public floor: a column narrower than 2^-1000 (a constant, subnormal values)
-    # keeps a finite weight 1 / scale and finite coefficients.
-    scale_out = np.where(found, np.maximum(scale, _MIN_SCALE), 1.0)
-    located = found.copy()
-    if fallback and shared_scaling.located[0]:
-        scale_out = np.where(found, scale_out, shared_scaling.scale[0])
-        located[:] = True
-    return ColumnScaling(center_out, scale_out, located, records)
+    with np.errstate(over="ignore"):
+        low = np.maximum(c - half, -_FMAX)
+        high = np.minimum(c + half, _FMAX)
+        width = (high / 2.0 - low / 2.0) * (2.0 / _QUANTILE_BINS)
+    mech = budget.mechanism(
+        d, _COUNT_MOVE, _W_QUANTILE * unit, f"{name} quantile histogram"
+    )
+    noisy = mech.release(linear_histogram(X, low, high, _QUANTILE_BINS), rng)
+    records.append(mech.record())
+    cumulative = np.maximum.accumulate(np.cumsum(noisy, axis=1), axis=1)
+    last = _QUANTILE_BINS + 1
+    rows = np.arange(d)
+    values = np.empty((levels_q.size, d))
+    inside = np.ones(d, dtype=bool)
+    for i, level in enumerate(levels_q):
+        target = level * n
+        reached = cumulative >= target
+        k = np.where(reached.any(axis=1), np.argmax(reached, axis=1), last)
+        before = np.where(k > 0, cumulative[rows, np.maximum(k - 1, 0)], 0.0)
+        mass = cumulative[rows, k] - before
+        frac = np.clip((target - before) / np.where(mass > 0, mass, 1.0), 0.0, 1.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = low + (k - 1 + frac) * width
+        values[i] = np.clip(np.nan_to_num(value, nan=0.0), low, high)
+        inside &= (k >= 1) & (k <= _QUANTILE_BINS)
+    located = found & inside
+    return ColumnQuantiles(values, located, width, records)
 
 
 def _release_plan(budget, n, d, center):
@@ -576,24 +688,25 @@ def _pair_differences(X, rng):
         return np.clip(X[a] - X[b], -_FMAX, _FMAX)
 
 
-def linear_histogram(X, low, high):
-    """Counts over ``_ZOOM_BINS`` equal bins of each column's window
-    ``[low_j, high_j]``, plus one bin below and one above it: shape
-    ``(d, _ZOOM_BINS + 2)``. One record is in exactly one bin of each column."""
+def linear_histogram(X, low, high, bins=None):
+    """Counts over ``bins`` (default ``_ZOOM_BINS``) equal bins of each column's
+    window ``[low_j, high_j]``, plus one bin below and one above it: shape
+    ``(d, bins + 2)``. One record is in exactly one bin of each column."""
     n, d = X.shape
-    counts = np.zeros(d * (_ZOOM_BINS + 2), dtype=np.int64)
-    offsets = np.arange(d, dtype=np.int64) * (_ZOOM_BINS + 2)
+    bins = _ZOOM_BINS if bins is None else int(bins)
+    counts = np.zeros(d * (bins + 2), dtype=np.int64)
+    offsets = np.arange(d, dtype=np.int64) * (bins + 2)
     with np.errstate(over="ignore"):
-        width = (high / 2.0 - low / 2.0) * (2.0 / _ZOOM_BINS)
+        width = (high / 2.0 - low / 2.0) * (2.0 / bins)
     step = max(1, 2**20 // max(d, 1))
     for start in range(0, n, step):
         block = X[start : start + step]
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             pos = np.floor((block / 2.0 - low / 2.0) / (width / 2.0))
-        pos = np.nan_to_num(pos, nan=-1.0, posinf=_ZOOM_BINS, neginf=-1.0)
-        idx = np.clip(pos, -1, _ZOOM_BINS).astype(np.int64) + 1
+        pos = np.nan_to_num(pos, nan=-1.0, posinf=bins, neginf=-1.0)
+        idx = np.clip(pos, -1, bins).astype(np.int64) + 1
         counts += np.bincount((idx + offsets).ravel(), minlength=counts.size)
-    return counts.reshape(d, _ZOOM_BINS + 2)
+    return counts.reshape(d, bins + 2)
 
 
 def _zoom(noisy, mech, center, half):
@@ -633,6 +746,9 @@ def _zoom(noisy, mech, center, half):
 #: Relative budgets of the releases: each histogram (magnitude of x, of the pair
 #: differences and each zoom level), the final clipped mean and second moment.
 _W_HISTOGRAM, _W_MOMENT = 3.0, 2.0
+#: Relative budget of the quantile histogram (that of the two clipped moments it
+#: replaces).
+_W_QUANTILE = 2.0 * _W_MOMENT
 #: Zoom levels: up to this many, of this many bins each (each narrows a window
 #: holding a narrow bulk about 1,000-fold); runs of these widths are searched.
 _MAX_ZOOM, _ZOOM_BINS = 3, 4096

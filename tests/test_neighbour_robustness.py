@@ -22,7 +22,7 @@ from skdpsco._constraints import L2Ball
 from skdpsco._losses import get_loss
 from skdpsco._solvers import _mirror_descent as md
 from skdpsco._solvers._design import LinearDesign, row_clip_scales, row_lr_norms
-from skdpsco.preprocessing import DPStandardScaler
+from skdpsco.preprocessing import DPRobustScaler, DPStandardScaler
 
 FMAX = np.finfo(np.float64).max
 SUBNORMAL_ROW = [5e-324, 1e-310, -1e-320, 2.2e-309]
@@ -397,6 +397,8 @@ def _same_state(a, b):
     return bool(np.array_equal(np.asarray(a), np.asarray(b)))
 
 
+_TRANSFORMERS = (DPStandardScaler, DPRobustScaler)
+
 _FRESH = {
     "Generator": lambda: np.random.default_rng(0),
     "RandomState": lambda: np.random.RandomState(0),
@@ -405,14 +407,16 @@ _FRESH = {
 
 @pytest.mark.parametrize("kind", sorted(_FRESH))
 @pytest.mark.parametrize(
-    "Model", [skdpsco.HeavyTailedDPRidge, DPStandardScaler], ids=lambda m: m.__name__
+    "Model",
+    [skdpsco.HeavyTailedDPRidge, DPStandardScaler, DPRobustScaler],
+    ids=lambda m: m.__name__,
 )
 def test_pickled_model_holds_no_post_fit_generator_state(Model, kind):
     X, y, _ = _dense_data(n=500, d=3)
     passed = _FRESH[kind]()
     pristine = _generator_states(_FRESH[kind]())[0]
     model = Model(random_state=passed)
-    model.fit(X, y) if Model is not DPStandardScaler else model.fit(X)
+    model.fit(X) if Model in _TRANSFORMERS else model.fit(X, y)
     # The object passed in was not advanced: its next draw is a fresh one's.
     assert _same_state(_generator_states(passed)[0], pristine)
     assert copy.deepcopy(passed).random() == _FRESH[kind]().random()
@@ -422,5 +426,5 @@ def test_pickled_model_holds_no_post_fit_generator_state(Model, kind):
     assert states and all(_same_state(s, pristine) for s in states)
     # A second fit from the same object releases the same model (same noise).
     again = Model(random_state=passed)
-    again.fit(X, y) if Model is not DPStandardScaler else again.fit(X)
+    again.fit(X) if Model in _TRANSFORMERS else again.fit(X, y)
     assert pickle.dumps(again) == blob

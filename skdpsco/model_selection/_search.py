@@ -116,8 +116,8 @@ def _private_steps(estimator, prefix=""):
                 f"Pipeline step {name!r} ({type(step).__name__}) learns from the data "
                 "without a privacy budget: its fitted statistics (e.g. exact means and "
                 "variances) would leak through every model of the search. Use a DP "
-                "transformer (skdpsco.preprocessing.DPStandardScaler) or a stateless "
-                "one."
+                "transformer (skdpsco.preprocessing.DPStandardScaler or "
+                "DPRobustScaler) or a stateless one."
             )
     if not prefixes:
         raise TypeError(

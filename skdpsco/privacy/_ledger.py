@@ -227,8 +227,9 @@ def _warn_learned_steps(names):
             "(means, components, categories), those are released exact, and they "
             "change every transformed row when one record changes: the total does "
             "not cover them, and the DP steps after them lose their guarantee. Use "
-            "skdpsco.preprocessing.DPStandardScaler, public constants (e.g. "
-            "OneHotEncoder(categories=...)) or a stateless transformer.",
+            "skdpsco.preprocessing.DPStandardScaler or DPRobustScaler, public "
+            "constants (e.g. OneHotEncoder(categories=...)) or a stateless "
+            "transformer.",
             PrivacyLeakWarning,
             stacklevel=4,
         )

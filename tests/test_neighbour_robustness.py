@@ -302,6 +302,18 @@ def test_extreme_or_subnormal_record_warns_like_its_neighbour(Est, scaling, fmt)
         assert _observe(make, conv(X_n), y) == base, name
 
 
+@pytest.mark.parametrize("Est", ESTIMATORS, ids=lambda e: e.__name__)
+def test_a_raising_numpy_error_state_raises_on_no_neighbour(Est):
+    # Under np.errstate(all="raise") (a common debugging setting) an underflow
+    # on a subnormal record, or an overflow near the float range, raised on that
+    # neighbour only: the fit fixes its own error state.
+    X, y_reg, y_clf = _dense_data()
+    y = _target(Est, y_reg, y_clf)
+    for X_n in (X, *_neighbour_records(X).values()):
+        with np.errstate(all="raise"):
+            Est(random_state=0).fit(X_n, y)
+
+
 @pytest.mark.parametrize("algorithm", ["projection_gd", "l1_recovery_gd"])
 @pytest.mark.parametrize(
     "Est",

@@ -143,7 +143,7 @@ def test_an_exception_in_a_run_propagates_unchanged_and_silently(clf_data, capsy
     (frame,) = [
         entry.frame.f_locals
         for entry in info.traceback
-        if entry.name == "fit" and entry.frame.f_locals.get("self") is search
+        if entry.name == "_fit" and entry.frame.f_locals.get("self") is search
     ]
     assert "n_runs" not in frame and frame["_"] is None
     assert (sys.stdout, sys.stderr, logging.root.manager.disable) == before

@@ -14,7 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import skdpsco._column_scaling as scaling_module
 from skdpsco import HeavyTailedDPLogistic
 from skdpsco._column_scaling import linear_histogram, private_column_quantiles
-from skdpsco.preprocessing import DPRobustScaler
+from skdpsco.preprocessing import DPRobustScaler, DPStandardScaler
 from skdpsco.privacy import gaussian_rho_budget, total_privacy_spent
 from skdpsco.privacy._params import _non_private_testing_mode
 from skdpsco.utils._compat import InvalidParameterError
@@ -235,3 +235,48 @@ def test_nothing_released_when_neither_centring_nor_scaling():
     assert model.center_ is None and model.scale_ is None
     assert model.privacy_spent_.epsilon == 0.0
     assert scaling_module  # the module under test
+
+
+@pytest.mark.parametrize("range_", [(0.0, 75.0), (25.0, 100.0), (0, 100)])
+def test_the_minimum_and_maximum_are_refused_with_the_reason(range_):
+    with pytest.raises(ValueError, match="minimum or the maximum"):
+        DPRobustScaler(quantile_range=range_).fit(_natural_units(n=100))
+
+
+def test_more_features_than_the_per_feature_limit_are_refused_clearly():
+    X = np.random.default_rng(0).normal(size=(3, scaling_module.MAX_PER_COLUMN + 1))
+    with pytest.raises(ValueError, match="DPStandardScaler"):
+        DPRobustScaler().fit(X)
+
+
+@pytest.mark.parametrize("Scaler", [DPRobustScaler, DPStandardScaler])
+def test_a_refused_refit_leaves_the_fitted_state_unchanged(Scaler):
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(_natural_units(n=500)[:, :2], columns=["a", "b"])
+    model = Scaler(random_state=0).fit(X)
+    before = dict(model.__dict__)
+    with pytest.raises(ValueError, match="delta"):
+        model.set_params(delta=0.0).fit(np.ones((300, 5)))
+    model.set_params(delta=1e-5)
+    assert model.n_features_in_ == 2
+    assert list(model.feature_names_in_) == ["a", "b"]
+    assert model.privacy_spent_ is before["privacy_spent_"]
+    model.transform(X)
+
+
+@pytest.mark.parametrize("Scaler", [DPRobustScaler, DPStandardScaler])
+@pytest.mark.parametrize("state", ["raise", "warn"])
+@pytest.mark.parametrize("extreme", [5e-324, 1e-310, 1.7e308])
+def test_floating_point_events_never_differ_between_neighbours(Scaler, state, extreme):
+    # Under any numpy error state, a subnormal or near-overflow record raises and
+    # warns exactly as its neighbour does (here: neither does).
+    import warnings
+
+    X = np.random.default_rng(1).normal(50.0, 3.0, size=(2000, 2))
+    Xp = X.copy()
+    Xp[0, 0] = extreme
+    for data in (X, Xp):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            with np.errstate(all=state):
+                Scaler(random_state=0).fit(data)

@@ -166,7 +166,13 @@ class DPLinearModel(BaseEstimator):
         refuse_fit_params(self, fit_params)
         state = dict(self.__dict__)
         try:
-            return self._fit(X, y)
+            # Floating-point events (an underflow on a subnormal record, an
+            # overflow near the float range) must not depend on the data through
+            # the caller's numpy error state: a warning or an exception on one
+            # neighbour and not the other would be a release. Every bound and
+            # finiteness check of the fit is explicit.
+            with np.errstate(all="ignore"):
+                return self._fit(X, y)
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(state)

@@ -654,6 +654,13 @@ default=None
         -------
         self : object
         """
+        # The numpy error state is fixed for the whole search (the hidden runs'
+        # scores included): a floating-point event must not raise or warn on one
+        # neighbour only.
+        with np.errstate(all="ignore"):
+            return self._fit(X, y)
+
+    def _fit(self, X, y):
         if not (hasattr(X, "iloc") or sparse.issparse(X)):
             # Pandas frames and sparse matrices go to the estimator as they are (a
             # Pipeline may select columns by name); anything else becomes a 2-d array.

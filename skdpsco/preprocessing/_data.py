@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 
 from .._column_scaling import (
     _MIN_SCALE,
+    MAX_PER_COLUMN,
     private_column_quantiles,
     private_column_scaling,
     window_moments,
@@ -111,6 +112,23 @@ def _check_bounds(bounds, n_features):
             f"{bounds!r}."
         )
     return lower, upper
+
+
+def _fit_atomically(scaler, X):
+    """``scaler._fit(X)`` under a fixed numpy error state, leaving the scaler
+    exactly as it was if the fit raises (a refused refit does not half-overwrite a
+    previous release, ``n_features_in_`` included)."""
+    state = dict(scaler.__dict__)
+    try:
+        # Floating-point events must not depend on the data through the caller's
+        # numpy error state (an underflow on a subnormal record raising on one
+        # neighbour only); every finiteness check is explicit.
+        with np.errstate(all="ignore"):
+            return scaler._fit(X)
+    except BaseException:
+        scaler.__dict__.clear()
+        scaler.__dict__.update(state)
+        raise
 
 
 class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -302,6 +320,9 @@ default=None
         self : object
         """
         refuse_fit_params(self, fit_params)
+        return _fit_atomically(self, X)
+
+    def _fit(self, X):
         refuse_sparse(self, X)
         X = validate_data(self, X, accept_sparse=False, dtype=np.float64)
         n, d = X.shape
@@ -558,7 +579,9 @@ class DPRobustScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     with_scaling : bool, default=True
         Divide by the interquartile range (the range of ``quantile_range``).
     quantile_range : tuple (q_min, q_max), default=(25.0, 75.0)
-        Percentiles, ``0 <= q_min < q_max <= 100``, as in scikit-learn.
+        Percentiles, ``0 < q_min < q_max < 100``. Unlike scikit-learn, 0 and 100
+        (the minimum and maximum, which one record moves arbitrarily far) are
+        refused.
     unit_variance : bool, default=False
         Divide ``scale_`` further by the range of ``quantile_range`` of a standard
         normal, so that normally distributed features get a variance of about 1.
@@ -596,7 +619,8 @@ default=None
     the later histograms are released values (adaptive composition, accounted by
     the ledger); the quantiles, the median and the range are post-processing. The
     derivation is in the documentation's privacy page. scipy.sparse input is
-    refused: centring would densify it.
+    refused: centring would densify it; so are more than 2,000 features (the
+    release holds about 4,200 counts per feature).
 
     References
     ----------
@@ -664,7 +688,13 @@ default=None
         if not ok or not 0 <= q[0] < q[1] <= 100:
             raise ValueError(
                 f"DPRobustScaler: quantile_range must be (q_min, q_max) with "
-                f"0 <= q_min < q_max <= 100, got {q!r}."
+                f"0 < q_min < q_max < 100, got {q!r}."
+            )
+        if q[0] == 0 or q[1] == 100:
+            raise ValueError(
+                f"DPRobustScaler: quantile_range={q!r} asks for the minimum or the "
+                "maximum, which one record moves arbitrarily far: no DP release "
+                "can estimate them. Use interior percentiles, e.g. (1.0, 99.0)."
             )
         return float(q[0]), float(q[1])
 
@@ -687,11 +717,22 @@ default=None
         self : object
         """
         refuse_fit_params(self, fit_params)
+        return _fit_atomically(self, X)
+
+    def _fit(self, X):
         refuse_sparse(self, X)
         q_min, q_max = self._check_quantile_range()
         X = validate_data(self, X, accept_sparse=False, dtype=np.float64)
         n, d = X.shape
         budget = check_privacy_params(self, n, requires_delta=True, min_samples=1)
+        if d > MAX_PER_COLUMN:
+            raise ValueError(
+                f"DPRobustScaler: {d} features; the release holds about 4,200 noisy "
+                f"counts per feature and is limited to {MAX_PER_COLUMN} features "
+                "(the noise also grows like the root of their number). Use "
+                "DPStandardScaler (one shared scale above that size) or select "
+                "features with public knowledge first."
+            )
         rng = make_generator(self.random_state)
         if not (self.with_centering or self.with_scaling):
             self.center_ = self.scale_ = self.resolution_ = None

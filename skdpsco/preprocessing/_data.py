@@ -566,7 +566,9 @@ class DPRobustScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     ``n`` the window is coarse and the noise of the cumulative counts (the root of
     up to 256 noisy counts) can exceed the counts themselves: a feature whose
     quantiles are not found inside its window keeps centre 0 and scale 1, with a
-    warning.
+    warning. At ``epsilon = 1`` a column at an offset of 200 spreads (a year) was
+    located from about 2,000 records alone, 5,000 among 10 features and 20,000
+    among 30; below that, prefer :class:`DPStandardScaler`.
 
     Parameters
     ----------

@@ -373,7 +373,7 @@ def test_fit_on_a_million_column_csr_matrix_without_densifying():
     )
     y = np.asarray(X @ rng.normal(size=d)).ravel() + 0.1 * rng.normal(size=n)
     est = SparseGradientDPRegressor(
-        scaling="none", sparsity=k, delta=1e-6, random_state=0
+        scaling="none", sparsity=k, delta=1e-6, coef_norm_bound=1.0, random_state=0
     )
     est.fit(X, y)
     assert est.coef_.shape == (d,)
@@ -439,3 +439,88 @@ def test_bias_reduced_sgd_runs_at_tiny_epsilon():
         scaling="none", algorithm="bias_reduced_sgd", epsilon=1e-6, random_state=0
     ).fit(X, y)
     assert est.privacy_spent_.epsilon <= 1e-6
+
+
+# ------------------------------------------------- coef_norm_bound="auto" rule
+
+
+def _one_hot(n, seed, fields=4, levels=20):
+    from skdpsco.datasets import make_one_hot_classification
+
+    X, y, _ = make_one_hot_classification(n, fields, levels, random_state=seed)
+    return X, y
+
+
+def test_auto_coef_norm_bound_is_a_public_function_of_the_sizes():
+    # Same n, d, epsilon, delta and declared sparsity: the same D and penalty,
+    # whatever the data (features and labels unrelated to each other).
+    X1, y1 = _one_hot(3000, seed=0)
+    rng = np.random.default_rng(5)
+    X2 = sp.random(3000, X1.shape[1], density=0.2, format="csr", random_state=1)
+    y2 = rng.integers(0, 2, size=3000)
+    fits = [
+        SparseGradientDPClassifier(sparsity=4, random_state=s).fit(X, y)
+        for s, (X, y) in enumerate([(X1, y1), (X2, y2), (X1, 1 - y1)])
+    ]
+    assert len({f.coef_norm_bound_ for f in fits}) == 1
+    assert len({f.alpha_ for f in fits}) == 1
+    assert fits[0].coef_norm_bound_ > 1.0
+    # The rule itself: the noise on a prediction at the row bound is 0.25.
+    from skdpsco._solvers._output_perturbation import AUTO_PREDICTION_NOISE
+
+    row_bound = math.hypot(1 + 1e-12, 1.0)
+    assert fits[0].noise_scale_ * row_bound == pytest.approx(
+        AUTO_PREDICTION_NOISE, rel=1e-6
+    )
+    # It grows with n and epsilon (less noise per unit of D).
+    big = SparseGradientDPClassifier(sparsity=4, random_state=0).fit(
+        *_one_hot(12_000, seed=0)
+    )
+    loose = SparseGradientDPClassifier(sparsity=4, epsilon=4.0, random_state=0).fit(
+        X1, y1
+    )
+    assert big.coef_norm_bound_ > fits[0].coef_norm_bound_
+    assert loose.coef_norm_bound_ > fits[0].coef_norm_bound_
+
+
+@pytest.mark.parametrize("Est", [SparseGradientDPRegressor, SparseGradientDPClassifier])
+def test_an_explicit_coef_norm_bound_is_honoured(Est):
+    X, score = _sparse_regression(n=300, d=30, nnz=3)
+    y = score if Est is SparseGradientDPRegressor else (score > 0).astype(int)
+    est = Est(coef_norm_bound=7.0, scaling="none", sparsity=3, random_state=0)
+    est.fit(X, y)
+    assert est.coef_norm_bound_ == 7.0
+    lipschitz = math.hypot(1 + 1e-12, 1.0)
+    from skdpsco._solvers._output_perturbation import auto_l2_penalty
+
+    expected = auto_l2_penalty(
+        lipschitz=lipschitz,
+        smoothness=0.0,
+        coef_norm_bound=7.0,
+        n_samples=300,
+        n_params=31,
+        sparsity=4,
+        epsilon=1.0,
+        delta=1e-5,
+    )
+    assert est.alpha_ == pytest.approx(expected, rel=1e-12)
+    # Other algorithms keep the previous prior 1.0 under "auto".
+    other = Est(algorithm="projection_gd", scaling="none", random_state=0).fit(X, y)
+    assert other.coef_norm_bound_ == 1.0
+
+
+def test_default_classifier_beats_the_majority_class_on_one_hot_data():
+    # n = 20,000 one-hot rows (4 fields x 20 levels), epsilon = 1, every parameter at
+    # its default. The previous default coef_norm_bound=1.0 predicted the majority
+    # class on every seed (margin 0); the rule must clear it by 0.05.
+    margins, old = [], []
+    for seed in range(3):
+        X, y = _one_hot(25_000, seed=seed)
+        Xtr, ytr, Xte, yte = X[:20_000], y[:20_000], X[20_000:], y[20_000:]
+        majority = np.mean(yte == np.bincount(ytr).argmax())
+        new = SparseGradientDPClassifier(random_state=seed).fit(Xtr, ytr)
+        margins.append(new.score(Xte, yte) - majority)
+        prev = SparseGradientDPClassifier(coef_norm_bound=1.0, random_state=seed)
+        old.append(prev.fit(Xtr, ytr).score(Xte, yte) - majority)
+    assert np.median(margins) > 0.05, margins
+    assert np.median(old) < 0.02, old

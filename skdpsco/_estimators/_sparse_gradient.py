@@ -23,6 +23,7 @@ from .._solvers import LinearDesign, noisy_gradient_descent
 from .._solvers._bias_reduced_sgd import bias_reduced_sgd
 from .._solvers._boosting import boosted_bias_reduced_sgd
 from .._solvers._output_perturbation import (
+    auto_coef_norm_bound,
     auto_l2_penalty,
     output_perturbation,
     plan_output_perturbation,
@@ -168,7 +169,7 @@ def _sgd_params(est, problem, l2_penalty, budget):
         sparsity=problem.sparsity,
         n_outputs=problem.n_outputs,
         learning_rate=est.learning_rate,
-        coef_norm_bound=est.coef_norm_bound,
+        coef_norm_bound=est.coef_norm_bound_,
         radius=problem.radius,
         l2_penalty=l2_penalty,
         convex=True,
@@ -211,7 +212,7 @@ def _fit_sparse_exponential(est, problem, l2_penalty, budget, rng):
         loss_bound=est.loss_bound,
         norm_bound=problem.lipschitz,
         sparsity=problem.sparsity,
-        radius=est.coef_norm_bound if problem.radius is None else problem.radius,
+        radius=est.coef_norm_bound_ if problem.radius is None else problem.radius,
         confidence=est.confidence,
         n_outputs=problem.n_outputs,
         rng=rng,
@@ -243,7 +244,7 @@ class _SparseGradientBase(DPLinearModel):
         "sparsity": [None, Interval(Integral, 1, None, closed="left")],
         "sparsity_enforcement": [StrOptions({"clip_l1", "truncate"})],
         "row_norm_bound": [PositiveFinite()],
-        "coef_norm_bound": [PositiveFinite()],
+        "coef_norm_bound": [StrOptions({"auto"}), PositiveFinite()],
         "confidence": [Interval(Real, 0, 1, closed="neither")],
         "learning_rate": [StrOptions({"auto"}), PositiveFinite()],
         "loss_bound": [PositiveFinite()],
@@ -312,23 +313,55 @@ class _SparseGradientBase(DPLinearModel):
                 f"[1, {n_features}] (None means n_features)."
             )
 
-    def _problem(self, X, target, n_outputs):
-        n_features = X.shape[1]
-        design = LinearDesign(self._enforce(X), self.fit_intercept)
-        loss, radius, target = self._loss(n_outputs, target)
+    def _public_constants(self, n_features, n_outputs):
+        """``(C, s, p)``: row bound, gradient sparsity, number of parameters."""
         # The enforced rows satisfy ||x|| <= C_x (1 + slack) (see enforce_row_bounds).
         c_x = self.row_norm_bound * (1.0 + ROW_BOUND_SLACK)
         row_bound = math.hypot(c_x, float(self.fit_intercept))
         sparsity = self._effective_sparsity()
         s_x = n_features if sparsity is None else sparsity
         sparsity = (s_x + int(self.fit_intercept)) * n_outputs
+        n_params = (n_features + int(self.fit_intercept)) * n_outputs
+        return row_bound, sparsity, n_params
+
+    def _coef_norm_bound(self, n_features, n_outputs, budget):
+        """``D``: the declared ``coef_norm_bound``, or the public rule of
+        :func:`auto_coef_norm_bound` (``"output_perturbation"``; 1.0 for the other
+        algorithms). Reads the sizes, the budget and the released sparsity only."""
+        if self.coef_norm_bound != "auto":
+            return float(self.coef_norm_bound)
+        if self.algorithm != "output_perturbation":
+            return 1.0
+        # A provisional D for the squared loss's L (the Gaussian rule does not
+        # depend on L: it cancels between the penalty and the sensitivity).
+        self.coef_norm_bound_ = 1.0
+        row_bound, sparsity, n_params = self._public_constants(n_features, n_outputs)
+        loss, _, _ = self._loss(n_outputs, np.zeros(0))
+        lipschitz, smoothness = self._lipschitz_smoothness(loss, row_bound)
+        return auto_coef_norm_bound(
+            lipschitz=lipschitz,
+            smoothness=smoothness,
+            row_bound=row_bound,
+            n_samples=budget.n_samples,
+            n_params=n_params,
+            sparsity=sparsity,
+            epsilon=budget.epsilon if budget.is_private else math.inf,
+            delta=budget.delta,
+            tol=self.tol,
+            confidence=self.confidence,
+        )
+
+    def _problem(self, X, target, n_outputs):
+        design = LinearDesign(self._enforce(X), self.fit_intercept)
+        loss, radius, target = self._loss(n_outputs, target)
+        row_bound, sparsity, n_params = self._public_constants(X.shape[1], n_outputs)
         lipschitz, smoothness = self._lipschitz_smoothness(loss, row_bound)
         return _Problem(
             design=design,
             target=target,
             loss=loss,
             n_outputs=n_outputs,
-            n_params=design.dim * n_outputs,
+            n_params=n_params,
             row_bound=row_bound,
             sparsity=sparsity,
             lipschitz=lipschitz,
@@ -343,6 +376,7 @@ class _SparseGradientBase(DPLinearModel):
             self.sparsity if self.sparsity is not None else self._released_row_nnz
         )
         self._check_public(X.shape[1], budget)
+        self.coef_norm_bound_ = self._coef_norm_bound(X.shape[1], n_outputs, budget)
         problem = self._problem(X, target, n_outputs)
         l2_penalty = self._l2_penalty(problem, budget)
         run, _, _ = _ALGORITHMS[self.algorithm]
@@ -355,7 +389,7 @@ class _SparseGradientBase(DPLinearModel):
         return auto_l2_penalty(
             lipschitz=problem.lipschitz,
             smoothness=problem.smoothness,
-            coef_norm_bound=self.coef_norm_bound,
+            coef_norm_bound=self.coef_norm_bound_,
             n_samples=budget.n_samples,
             n_params=problem.n_params,
             sparsity=problem.sparsity,
@@ -474,10 +508,25 @@ default="output_perturbation"
         ``C_x``, the public l2 bound of a feature row (without the intercept).
         Scale features with public constants (e.g. divide one-hot rows by the
         square root of the number of fields) so that typical rows are not shrunk.
-    coef_norm_bound : float, default=1.0
-        ``D``, the assumed l2 norm of the best model, used by the automatic
-        penalty; for ``loss="squared_error"`` also the radius of the l2 ball the
-        model is constrained to (intercept included).
+    coef_norm_bound : "auto" or float, default="auto"
+        ``D``, the assumed l2 norm of the best model (in the units of the scaled
+        rows), used by the automatic penalty; for ``loss="squared_error"`` also the
+        radius of the l2 ball the model is constrained to (intercept included). A
+        number is used as given. ``"auto"`` (``"output_perturbation"``) takes the
+        largest ``D`` whose Thm 7.6 penalty keeps the released point's noise on
+        the prediction of a row at the bound ``C`` at a standard deviation of at
+        most 0.25 (logits, or standardised target units): the noise per
+        coordinate is proportional to the sensitivity ``2 L / (alpha_ n)`` of
+        Thm 7.1, so ``D`` grows about as ``sqrt(n)`` and with ``epsilon``. A
+        public function of ``n``, ``n_features``, the budget left to the
+        algorithm, ``delta``, ``sparsity_`` (declared or privately released),
+        ``tol``, ``confidence`` and the loss's constants: it reads nothing else of
+        the data and costs no privacy (see
+        :func:`~skdpsco._solvers._output_perturbation.auto_coef_norm_bound`). The
+        fixed prior 1.0 it replaces over-regularised one-hot problems into
+        predicting the majority class (``benchmarks/sparse_defaults.py``). The
+        other algorithms take 1.0 for ``"auto"``; the value used is
+        ``coef_norm_bound_``.
     max_iter : int or None, default=None
         ``"output_perturbation"``: the number of iterations of the certified
         solve, always run in full (so the fit time does not depend on the data);
@@ -521,9 +570,13 @@ _SHARED_ATTRS_DOC = """
     sparsity_ : int or None
         The sparsity the fit and ``predict`` use: ``sparsity``, or the privately
         released typical number of non-zeros per row, or None (``n_features``).
+    coef_norm_bound_ : float
+        The ``D`` used: ``coef_norm_bound``, or the value of its public ``"auto"``
+        rule.
     alpha_ : float
         The penalty ``lambda`` of the mean-scaled objective actually used (public:
-        computed from the parameters, ``n`` and ``n_features`` only).
+        computed from the parameters, ``n``, ``n_features`` and the released
+        ``sparsity_`` only).
     noise_scale_ : float or None
         Per-coordinate noise: of the released point (``"output_perturbation"``) or
         of each gradient estimate (``*_gd``); the Gaussian standard deviation, or
@@ -654,7 +707,7 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         row_norm_bound=1.0,
         huber_delta=1.0,
         target_bound=None,
-        coef_norm_bound=1.0,
+        coef_norm_bound="auto",
         max_iter=None,
         tol=1e-3,
         confidence=0.05,
@@ -714,13 +767,13 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
             return get_loss("huber", threshold=self.huber_delta), None, target
         # Per-record clipping of the target: costs no privacy.
         clipped = np.clip(target, -self.target_bound, self.target_bound)
-        return get_loss("squared"), self.coef_norm_bound, clipped
+        return get_loss("squared"), self.coef_norm_bound_, clipped
 
     def _lipschitz_smoothness(self, loss, row_bound):
         if self.loss == "huber":
             return _lipschitz_smoothness_glm(loss, row_bound)
         # |phi'(z, y)| = |z - y| <= R C + C_y on the ball ||w~|| <= R.
-        sup_derivative = self.coef_norm_bound * row_bound + self.target_bound
+        sup_derivative = self.coef_norm_bound_ * row_bound + self.target_bound
         return sup_derivative * row_bound, row_bound**2
 
     def _l2_penalty(self, problem, budget):
@@ -801,7 +854,7 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
         sparsity=None,
         sparsity_enforcement="clip_l1",
         row_norm_bound=1.0,
-        coef_norm_bound=1.0,
+        coef_norm_bound="auto",
         max_iter=None,
         tol=1e-3,
         confidence=0.05,

@@ -47,7 +47,9 @@ from ._certified import certified_minimize_fixed
 from ._gradient_descent import SolverResult
 
 __all__ = [
+    "AUTO_PREDICTION_NOISE",
     "OutputPerturbationPlan",
+    "auto_coef_norm_bound",
     "auto_l2_penalty",
     "certified_iteration_budget",
     "linf_project_l2_ball",
@@ -107,6 +109,105 @@ def auto_l2_penalty(
         return (L / D) * math.sqrt(statistical + privacy)
     privacy = (L * L * H / (D * D)) * s * log_p / (epsilon * n)
     return max((L / D) * math.sqrt(statistical), privacy ** (1.0 / 3.0))
+
+
+#: ``tau`` of :func:`auto_coef_norm_bound`: the standard deviation of the released
+#: point's noise on the prediction of a row at the public bound, in units of the
+#: loss's argument (logits, or the standardised target). Measured
+#: (``benchmarks/sparse_defaults.py``, one-hot data, n = 5e3-1e5, epsilon =
+#: 0.5-4): the best penalty put this noise between about 0.08 and 0.8.
+AUTO_PREDICTION_NOISE = 0.25
+
+
+def auto_coef_norm_bound(
+    *,
+    lipschitz,
+    smoothness,
+    row_bound,
+    n_samples,
+    n_params,
+    sparsity,
+    epsilon,
+    delta,
+    tol,
+    confidence=0.05,
+    prediction_noise=AUTO_PREDICTION_NOISE,
+):
+    """The ``D`` whose Thm 7.6 penalty gives prediction noise ``tau`` (a public rule).
+
+    :func:`auto_l2_penalty` balances the penalty's bias ``lambda D^2 / 2`` against
+    the stability and noise terms of Thm 7.6 for a *given* ``D``; the released
+    point's noise per coordinate is ``z (2 L / (lambda n) + 2 tol_w)`` (``z`` the
+    noise per unit of l2-sensitivity of ``(epsilon, delta)``; the sensitivity
+    ``2 L / (lambda n)`` of Thm 7.1) and perturbs the prediction of a row of norm
+    ``C`` (``row_bound``) by a Gaussian of standard deviation ``C`` times it. This
+    rule returns the largest ``D`` (the least biased penalty) for which that
+    prediction noise is at most ``tau = prediction_noise``. With ``delta > 0``,
+    ``lambda = (L / D) sqrt(A + B)`` and ``L`` cancels: ``D ~ tau n sqrt(A + B) /
+    (2 z C (1 + 2 tol))``, about ``sqrt(n)`` growth. With ``delta = 0`` the
+    Laplace noise (standard deviation ``sqrt(2)`` times its scale) is used.
+
+    Every input is public (sizes, the budget, the declared or privately
+    released sparsity, the loss's constants): the value is the same for every
+    dataset with the same public values, so it costs no privacy. Found by
+    bisection on ``log D`` (the noise grows with ``D``).
+
+    Parameters
+    ----------
+    lipschitz, smoothness : float
+        ``L`` and ``H`` of the per-example loss on the enforced rows.
+    row_bound : float
+        ``C``, the l2 bound of an enforced row (intercept included).
+    n_samples, n_params : int
+        ``n`` and the number of parameters ``p``.
+    sparsity : int
+        ``s``: non-zeros of a per-example gradient.
+    epsilon, delta : float
+        The budget of the output perturbation. ``epsilon = inf`` (no noise)
+        returns 1.0.
+    tol : float
+        Relative certificate of the solve (the noise grows by ``1 + 2 tol``).
+    confidence : float
+        ``beta`` of :func:`auto_l2_penalty`.
+    prediction_noise : float
+        ``tau``.
+
+    Returns
+    -------
+    float
+    """
+    if math.isinf(epsilon):
+        return 1.0
+    common = dict(
+        lipschitz=lipschitz,
+        smoothness=smoothness,
+        n_samples=n_samples,
+        n_params=n_params,
+        sparsity=sparsity,
+        epsilon=epsilon,
+        delta=delta,
+    )
+
+    def excess(log_d):
+        lam = auto_l2_penalty(
+            coef_norm_bound=math.exp(log_d), confidence=confidence, **common
+        )
+        plan = plan_output_perturbation(l2_penalty=lam, tol=tol, max_iter=1, **common)
+        std = plan.noise_scale * (1.0 if plan.noise == "gaussian" else math.sqrt(2.0))
+        return std * float(row_bound) - float(prediction_noise)
+
+    lo, hi = math.log(1e-3), math.log(1e9)
+    if excess(lo) >= 0:
+        return math.exp(lo)
+    if excess(hi) <= 0:
+        return math.exp(hi)
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        if excess(mid) <= 0:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp(lo)
 
 
 def certificate_floor(lipschitz, smoothness, l2_penalty):

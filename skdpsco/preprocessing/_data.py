@@ -131,7 +131,101 @@ def _fit_atomically(scaler, X):
         raise
 
 
-class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+class _DPScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """What the DP scalers share: the atomic fit, the spend check and the
+    post-processing ``(X - shift) / scale``. Subclasses define ``_fit(X)`` and
+    ``_shift_and_scale()`` (released arrays, or None for a step that is off)."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        tags.input_tags.allow_nan = False
+        return tags
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, **fit_params):
+        """Release the DP statistics of every feature (see the class docstring).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Private data; finite values (NaN / inf are refused before anything is
+            computed). No bound on the values is read from it.
+        y : None
+            Ignored.
+        **fit_params : dict
+            Not supported (``sample_weight`` included): a clear error says why.
+
+        Returns
+        -------
+        self : object
+            If the fit raises, the scaler is left exactly as it was.
+        """
+        refuse_fit_params(self, fit_params)
+        return _fit_atomically(self, X)
+
+    def _spent(self, records, budget):
+        spent = PrivacySpent.from_records(records, budget.delta)
+        if spent.epsilon > budget.epsilon:
+            raise PrivacyBudgetError(
+                f"{type(self).__name__}: the mechanisms that ran spend epsilon="
+                f"{spent.epsilon:.6g} > epsilon={budget.epsilon:.6g}; nothing is "
+                "released. This is a bug; please report it."
+            )
+        return spent
+
+    def transform(self, X, copy=None):
+        """Centre and scale ``X`` with the released statistics.
+
+        Post-processing of the released statistics: no privacy cost.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        copy : bool, default=None
+            Ignored (a new array is always returned); kept for compatibility.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+        """
+        check_is_fitted(self, "privacy_spent_")
+        X = validate_data(self, X, accept_sparse=False, dtype=np.float64, reset=False)
+        shift, scale = self._shift_and_scale()
+        out = np.array(X, dtype=float, copy=True)
+        with np.errstate(over="ignore"):
+            if shift is not None:
+                out -= shift
+            if scale is not None:
+                out /= scale
+        return out
+
+    def inverse_transform(self, X, copy=None):
+        """Map transformed data back: ``X * scale + shift``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        copy : bool, default=None
+            Ignored (a new array is always returned).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+        """
+        check_is_fitted(self, "privacy_spent_")
+        X = validate_data(self, X, accept_sparse=False, dtype=np.float64, reset=False)
+        shift, scale = self._shift_and_scale()
+        out = np.array(X, dtype=float, copy=True)
+        with np.errstate(over="ignore"):
+            if scale is not None:
+                out *= scale
+            if shift is not None:
+                out += shift
+        return out
+
+
+class DPStandardScaler(_DPScaler):
     """Standardise features with a differentially private mean and scale.
 
     The drop-in for :class:`~sklearn.preprocessing.StandardScaler` on private data:
@@ -295,33 +389,6 @@ default=None
         self.scale = scale
         self.random_state = random_state
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
-        tags.input_tags.allow_nan = False
-        return tags
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, **fit_params):
-        """Release a DP mean and scale of every feature.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Private data; finite values (NaN / inf are refused before anything is
-            computed). No bound on the values is read from it.
-        y : None
-            Ignored.
-        **fit_params : dict
-            Not supported (``sample_weight`` included): a clear error says why.
-
-        Returns
-        -------
-        self : object
-        """
-        refuse_fit_params(self, fit_params)
-        return _fit_atomically(self, X)
-
     def _fit(self, X):
         refuse_sparse(self, X)
         X = validate_data(self, X, accept_sparse=False, dtype=np.float64)
@@ -358,13 +425,7 @@ default=None
             mean, var, records, floor = self._fit_robust(
                 X, lower, upper, rho_mean, rho_second, rng
             )
-        spent = PrivacySpent.from_records(records, budget.delta)
-        if spent.epsilon > budget.epsilon:
-            raise PrivacyBudgetError(
-                f"DPStandardScaler: the mechanisms that ran spend epsilon="
-                f"{spent.epsilon:.6g} > epsilon={budget.epsilon:.6g}; nothing is "
-                "released. This is a bug; please report it."
-            )
+        spent = self._spent(records, budget)
         if var is not None:
             floored = np.flatnonzero(var <= floor * (1 + 1e-12))
             if floored.size:
@@ -494,54 +555,14 @@ default=None
         var = np.maximum(second, floor)
         return mean, var, records, floor
 
-    def transform(self, X, copy=None):
-        """Standardise ``X`` with the released ``mean_`` and ``scale_``.
-
-        Post-processing of the released statistics: no privacy cost.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        copy : bool, default=None
-            Ignored (a new array is always returned); kept for compatibility.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_features)
-        """
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse=False, dtype=np.float64, reset=False)
-        out = np.array(X, dtype=float, copy=True)
-        if self.with_mean:
-            out -= self.mean_
-        if self.with_std:
-            out /= self.scale_
-        return out
-
-    def inverse_transform(self, X, copy=None):
-        """Map standardised data back: ``X * scale_ + mean_``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        copy : bool, default=None
-            Ignored (a new array is always returned).
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_features)
-        """
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse=False, dtype=np.float64, reset=False)
-        out = np.array(X, dtype=float, copy=True)
-        if self.with_std:
-            out *= self.scale_
-        if self.with_mean:
-            out += self.mean_
-        return out
+    def _shift_and_scale(self):
+        return (
+            self.mean_ if self.with_mean else None,
+            self.scale_ if self.with_std else None,
+        )
 
 
-class DPRobustScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+class DPRobustScaler(_DPScaler):
     """Scale features with a differentially private median and interquartile range.
 
     The drop-in for :class:`~sklearn.preprocessing.RobustScaler` on private data:
@@ -673,12 +694,6 @@ default=None
         self.unit_variance = unit_variance
         self.random_state = random_state
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
-        tags.input_tags.allow_nan = False
-        return tags
-
     def _check_quantile_range(self):
         q = self.quantile_range
         ok = len(q) == 2 and all(
@@ -699,27 +714,6 @@ default=None
                 "can estimate them. Use interior percentiles, e.g. (1.0, 99.0)."
             )
         return float(q[0]), float(q[1])
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, **fit_params):
-        """Release a DP median and interquartile range of every feature.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Private data; finite values (NaN / inf are refused before anything is
-            computed). No bound on the values is read from it.
-        y : None
-            Ignored.
-        **fit_params : dict
-            Not supported (``sample_weight`` included): a clear error says why.
-
-        Returns
-        -------
-        self : object
-        """
-        refuse_fit_params(self, fit_params)
-        return _fit_atomically(self, X)
 
     def _fit(self, X):
         refuse_sparse(self, X)
@@ -748,13 +742,7 @@ default=None
         # Every level asked for comes from the same histogram: one release.
         levels = [0.5, q_min / 100.0, q_max / 100.0]
         result = private_column_quantiles(X, rng, levels, rho=rho, name="feature")
-        spent = PrivacySpent.from_records(result.records, budget.delta)
-        if spent.epsilon > budget.epsilon:
-            raise PrivacyBudgetError(
-                f"DPRobustScaler: the mechanisms that ran spend epsilon="
-                f"{spent.epsilon:.6g} > epsilon={budget.epsilon:.6g}; nothing is "
-                "released. This is a bug; please report it."
-            )
+        spent = self._spent(result.records, budget)
         # Everything below reads released values only (post-processing).
         located = result.located
         median, low, high = result.values
@@ -784,50 +772,5 @@ default=None
         self.privacy_spent_ = spent
         return self
 
-    def transform(self, X, copy=None):
-        """Centre and scale ``X`` with the released ``center_`` and ``scale_``.
-
-        Post-processing of the released statistics: no privacy cost.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        copy : bool, default=None
-            Ignored (a new array is always returned); kept for compatibility.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_features)
-        """
-        check_is_fitted(self, "privacy_spent_")
-        X = validate_data(self, X, accept_sparse=False, dtype=np.float64, reset=False)
-        out = np.array(X, dtype=float, copy=True)
-        with np.errstate(over="ignore"):
-            if self.center_ is not None:
-                out -= self.center_
-            if self.scale_ is not None:
-                out /= self.scale_
-        return out
-
-    def inverse_transform(self, X, copy=None):
-        """Map scaled data back: ``X * scale_ + center_``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        copy : bool, default=None
-            Ignored (a new array is always returned).
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_features)
-        """
-        check_is_fitted(self, "privacy_spent_")
-        X = validate_data(self, X, accept_sparse=False, dtype=np.float64, reset=False)
-        out = np.array(X, dtype=float, copy=True)
-        with np.errstate(over="ignore"):
-            if self.scale_ is not None:
-                out *= self.scale_
-            if self.center_ is not None:
-                out += self.center_
-        return out
+    def _shift_and_scale(self):
+        return self.center_, self.scale_

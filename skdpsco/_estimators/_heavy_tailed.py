@@ -464,12 +464,14 @@ _SHARED_PARAMS_DOC = """
           target mean of each coordinate is assumed in
           ``[-gradient_scale, gradient_scale]``. Last iterate.
         - ``"sample_aggregate"``: solve the regularised problem non-privately on
-          many small random subsets, release the most central solution plus
-          Gaussian noise scaled to a smooth bound on its sensitivity (Wang et al.
-          2020, Algorithm 1, Nissim, Raskhodnikova & Smith 2007, with the corrected
-          smooth bound). Needs very large ``n`` (about 1e6 at epsilon = 1, d = 10)
-          and refuses smaller data with an error naming the minimum; solutions lie
-          in the ball of radius ``radius`` (10 if None).
+          many small random subsets, release the most central solution on a
+          public grid with Gaussian noise scaled to a privately released upper
+          bound on a smooth bound of its sensitivity (Wang et al. 2020, Algorithm
+          1, Nissim, Raskhodnikova & Smith 2007, with the corrected smooth bound;
+          propose-test-release, Dwork & Lei 2009). Needs very large ``n`` (about
+          1e6 at epsilon = 1, d = 10) and refuses smaller data with an error
+          naming the minimum; solutions lie in the ball of radius ``radius`` (10
+          if None).
         - ``"dp_sgd"``: per-example clipping to ``clip_norm`` (Abadi et al. 2016),
           the stochastic baseline practitioners know from Opacus.
         - ``"aclipped_sgd"``: AClipped-dpSGD (Jin et al. 2024, Algorithm 1): average

@@ -1,10 +1,16 @@
 """Sample-and-aggregate with smooth sensitivity (Wang et al. 2020, Algorithm 1).
 
 Non-private ERM is solved on ``m_sub`` random subsets of the records, the "centre of
-attention" of the ``m_sub`` solutions is picked, and Gaussian noise scaled to a
-smooth upper bound ``S`` on that choice's local sensitivity is added (Nissim,
-Raskhodnikova & Smith 2007, "NRS07"). The smooth bound is not the one printed in
-step 5 of the paper's Algorithm 1, which is not smooth (item 3).
+attention" ``g`` of the ``m_sub`` solutions is picked, and a smooth upper bound
+``S`` on that choice's local sensitivity is computed (Nissim, Raskhodnikova & Smith
+2007, "NRS07"). The smooth bound is not the one printed in step 5 of the paper's
+Algorithm 1, which is not smooth (item 3). ``g`` is then released by
+propose-test-release on the smooth bound (item 4; Dwork & Lei 2009; Dwork & Roth
+2014, Ch. 7): a pure-DP noisy upper bound ``S_hat`` of ``S`` is released first, and
+``g`` goes through the grid Gaussian mechanism of :mod:`skdpsco.privacy` calibrated
+to ``S_hat``. NRS07's own release, ``g + (S / gamma) N(0, I)`` (as in Wang et al.),
+is a continuous draw with a data-dependent scale: no public grid can follow it, so
+it is open to the floating-point attacks of Mironov (2012). It is not used.
 
 Privacy argument (replace-one neighbours, ``n`` public)
 -------------------------------------------------------
@@ -21,29 +27,66 @@ Privacy argument (replace-one neighbours, ``n`` public)
    this bound silently, so it is enforced as per-subset post-processing.
 3. *Smooth bound.* ``S = 2 max_k rho_k e^{-beta k}`` with the order-statistic
    ``rho_k`` of :func:`smooth_upper_bound` (*not* the "mean of the ``K`` largest"
-   of Algorithm 1, step 5, which is not smooth: see that function). For ``z, z'``
-   differing in at most ``s_NRS`` entries, ``||g(z) - g(z')|| <= 2 rho_0(z) <= S(z)``
-   (and ``<= S(z')``), and ``|ln S(z) / S(z')| <= beta``: ``S`` is a
-   ``beta``-smooth upper bound on the local sensitivity of ``g`` (NRS07 §2).
-4. *Gaussian noise.* ``g + (S / gamma) N(0, I_d)`` with
-   ``gamma = eps / (5 sqrt(2 ln(2/delta)))`` and
-   ``beta = eps / (4 (d + ln(2/delta)))``. NRS07's admissible-noise lemma (§2: a
-   ``beta``-smooth bound plus ``(gamma, beta)``-admissible noise gives
-   ``(eps, delta)``-DP; Lemma 2.6 of the conference version, numbered differently
-   in the journal version) chains a *sliding* step (shift
-   ``<= gamma`` in noise units) and a *dilation* step (scale ``e^lambda``,
-   ``|lambda| <= beta``): ``delta_total = e^{eps/2} delta_slide + delta_dilate``
-   (slide after the dilation, which is valid because ``||g(z) - g(z')|| <= S(z')``
-   too). :func:`nrs_gaussian_delta` computes both hockey-stick terms exactly, and
-   :func:`sample_and_aggregate` refuses any ``(eps, delta, d)`` where the sum
-   exceeds ``delta``. The NRS07 Gaussian calibration is a small-epsilon result: the
-   certificate holds for every ``d`` up to roughly ``eps = 15`` and fails beyond
-   about ``eps = 20`` (the dilation term grows like ``e^{eps/2}``).
+   of Algorithm 1, step 5, which is not smooth: see that function) and
+   ``beta = eps / (4 (d + ln(2/delta)))`` (:func:`nrs_gaussian_parameters`). For
+   ``z, z'`` differing in at most ``s_NRS`` entries,
+   ``||g(z) - g(z')|| <= 2 rho_0(z) <= S(z)`` (and ``<= S(z')``), and
+   ``|ln S(z) / S(z')| <= beta``: ``S`` is a ``beta``-smooth upper bound on the
+   local sensitivity of ``g`` (NRS07 §2).
+4. *Release (propose-test-release).* Public split (:func:`release_parameters`):
+   ``eps1 = eps / 4``, ``eps2 = eps - eps1``, ``delta1 = delta / 2`` and
+   ``delta2 = delta / 2 - (1 + e^eps) tau`` with ``tau = d 2^-780``.
+
+   a. *Floor.* ``S <- max(S, S_min)``, ``S_min = 2^-40 Lambda`` (public): the max
+      with a constant keeps ``S`` an upper bound and ``beta``-smooth.
+   b. *Bound.* ``L`` = :class:`~skdpsco.privacy.LaplaceMechanism` of sensitivity
+      ``beta' = beta (1 + 2^-20)`` (the factor covers the rounding of the computed
+      ``ln S``) and scale ``b = beta' / eps1`` applied to ``ln S``:
+      ``L = gamma_l (round(ln S / gamma_l) + Z)``, ``Z`` discrete Laplace with
+      ``P[Z = z] ~ e^{-|z| / t}``, ``t = ceil(b (1 + 2^-10) / gamma_l)`` and
+      ``gamma_l`` the l1 grid step of ``min(beta', b)``. It is pure
+      ``eps1``-DP (Canonne, Kamath & Steinke 2020): for every grid value ``l``,
+      ``P_z[L = l] <= e^{eps1} P_z'[L = l]``.
+   c. *Margin.* ``P[Z <= -k] = e^{-k/t} / (1 + e^{-1/t}) <= e^{-k/t}`` and
+      ``L >= ln S - gamma_l / 2 + gamma_l Z``, so with ``x = mu / gamma_l - 1/2``
+      ``P[L + mu < ln S] <= P[Z < -x] <= e^{-x/t} <= delta1`` as soon as
+      ``mu >= gamma_l t ln(1/delta1) + gamma_l / 2``; since
+      ``gamma_l t <= b (1 + 2^-10) + gamma_l``, the public margin
+      ``mu = (b (1 + 2^-10) + gamma_l) ln(1/delta1) + gamma_l`` suffices (the
+      extra ``gamma_l / 2`` absorbs the rounding of ``exp``).
+   d. *Proposed bound.* ``S_hat = min(max(e^{L + mu}, S_min), Lambda)``, a function
+      of ``L`` alone. On ``E(z) = {l : e^{l + mu} >= S(z)}``,
+      ``S_hat >= min(S(z), Lambda) >= ||g(z) - g(z')||`` (both centres lie in
+      ``W``); ``P_z[L not in E(z)] <= delta1`` by (c).
+   e. *Value.* ``G`` = :class:`~skdpsco.privacy.GaussianMechanism` of sensitivity
+      ``S_hat`` and ``sigma = calibrate_analytic_gaussian(eps2, delta2, S_hat)``
+      (Balle & Wang 2018) applied to ``g``. For a fixed ``l`` in ``E(z)`` the
+      ideal (continuous) Gaussian mechanism is ``(eps2, delta2)``-DP between
+      ``z`` and ``z'``; the grid rounding grows the sensitivity and the noise by
+      the same factor ``1 + 2^-10`` (see
+      :meth:`~skdpsco.privacy.GaussianMechanism.release`). Its grid and ``sigma``
+      are functions of ``S_hat``, hence of ``L``.
+   f. *Cases on L.* For every output set ``O``,
+      ``P_z[O] = sum_l P_z[L = l] P[G_{z,l} in O]
+      <= delta1 + sum_{l in E(z)} P_z[L = l] (e^{eps2} P[G_{z',l} in O] + delta2)
+      <= e^{eps1 + eps2} sum_l P_z'[L = l] P[G_{z',l} in O] + delta1 + delta2
+      = e^eps P_z'[O] + delta1 + delta2``
+      (only the bound at ``z`` is used, so the argument is symmetric). The
+      discrete Laplace sampler is exact and the grid Gaussian's ``d`` integer
+      draws are within total variation ``tau = d 2^-780`` of their ideal law
+      (Peikert's convolution theorem, see
+      :meth:`~skdpsco.privacy.GaussianMechanism.release`), which adds
+      ``(1 + e^eps) tau`` to delta: the release is ``(eps, delta)``-DP with
+      ``delta1 + delta2 + (1 + e^eps) tau <= delta``.
+
+   Nothing here restricts epsilon (NRS07's Gaussian calibration was a
+   small-epsilon result, certified only up to about ``eps = 15``); only
+   ``(1 + e^eps) tau`` must stay below ``delta / 4``, about ``eps <= 500``.
 
 The release is therefore one ``(eps, delta)``-DP mechanism: a single
-``MechanismRecord(kind="approx_dp")``. ``S``, the ``z_i`` and ``i*`` are
-data-dependent and never leave this module: the guarantee covers
-``g + (S / gamma) u`` only, and releasing ``S`` too would be an unaccounted release.
+``MechanismRecord(kind="approx_dp")``. ``S``, ``S_hat``, the ``z_i`` and ``i*``
+never leave this module: ``S_hat`` is an ``eps1``-DP value already inside the
+guarantee, but releasing ``S`` (or the ``z_i``) would be an unaccounted release.
 
 Cost and memory
 ---------------
@@ -61,31 +104,51 @@ References
 .. [2] Nissim, K., Raskhodnikova, S. and Smith, A. (2007). Smooth sensitivity and
    sampling in private data analysis. STOC. §2 (smooth bounds, admissible noise),
    §3/§4 (sample and aggregate, Theorem 4.2).
+.. [3] Dwork, C. and Lei, J. (2009). Differential privacy and robust statistics.
+   STOC (propose-test-release).
+.. [4] Dwork, C. and Roth, A. (2014). The algorithmic foundations of differential
+   privacy. Foundations and Trends in TCS 9(3-4), Ch. 7 (propose-test-release).
+.. [5] Canonne, C. L., Kamath, G. and Steinke, T. (2020). The discrete Gaussian
+   for differential privacy. NeurIPS (discrete Laplace and Gaussian samplers).
+.. [6] Balle, B. and Wang, Y.-X. (2018). Improving the Gaussian mechanism for
+   differential privacy: analytical calibration and optimal denoising. ICML.
+.. [7] Mironov, I. (2012). On significance of the least significant bits for
+   differential privacy. CCS.
 """
 
 import math
+from fractions import Fraction
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from scipy import special, stats
+from scipy import stats
 from scipy.spatial.distance import cdist
 
 from .._losses import get_loss
 from ..exceptions import PrivacyBudgetError
+from ..privacy._accounting import calibrate_analytic_gaussian
+from ..privacy._discrete import GAUSSIAN_TV_PER_DRAW
 from ..privacy._ledger import MechanismRecord
-from ..privacy._mechanisms import gaussian_noise
+from ..privacy._mechanisms import (
+    GRID_SLACK,
+    GaussianMechanism,
+    LaplaceMechanism,
+    grid_step,
+)
 from ._gradient_descent import SolverResult
 
 __all__ = [
     "MAX_N_SUBSETS",
+    "ReleaseParameters",
     "centre_of_attention",
     "draw_subsets",
     "minimum_n_subsets",
     "minimum_samples",
-    "nrs_gaussian_delta",
     "nrs_gaussian_parameters",
     "project_rows_l2_ball",
+    "release_parameters",
     "sample_and_aggregate",
     "smooth_upper_bound",
 ]
@@ -104,10 +167,6 @@ _CHUNK_ENTRIES = 2**22
 #: when a public estimate says a round succeeds with probability >= 5%).
 _MAX_SUBSET_ROUNDS = 500
 _MIN_ACCEPT_PROBABILITY = 0.05
-
-#: Grid over the dilation exponent lambda in (0, beta] for the hockey-stick sup.
-_DILATION_GRID = 64
-
 
 # ------------------------------------------------------------- public parameters
 
@@ -135,6 +194,12 @@ def nrs_gaussian_parameters(epsilon, delta, dim):
     ln(2/delta)))`` (Wang et al. 2020, Algorithm 1, line 1; NRS07 Gaussian example).
     ``d`` counts every released parameter (the intercept and all outputs).
 
+    Only ``beta`` is used: it is the smoothness of the bound ``S`` (and, through
+    :func:`minimum_n_subsets`, the paper's sample-size rule). ``gamma`` is the
+    paper's noise ratio ``S / gamma`` of NRS07's continuous Gaussian release, which
+    :func:`sample_and_aggregate` replaces by a grid release (see the module
+    docstring); it is returned as the reference the new noise is compared with.
+
     Examples
     --------
     >>> gamma, beta = nrs_gaussian_parameters(1.0, 1e-5, 10)
@@ -149,57 +214,116 @@ def nrs_gaussian_parameters(epsilon, delta, dim):
     return gamma, beta
 
 
-def nrs_gaussian_delta(epsilon, delta, dim):
-    """Exact delta of Gaussian noise with NRS07's ``(gamma, beta)``, chained.
+#: Share of epsilon spent on the noisy bound ``L`` on ``ln S``.
+_BOUND_EPSILON_SHARE = 0.25
+#: Floor of the smooth bound relative to the diameter (``S_min = 2^-40 Lambda``):
+#: keeps ``ln S`` finite and the Gaussian's noise positive.
+_RELATIVE_FLOOR = 2.0**-40
+#: Relative allowance on ``beta`` for the rounding of the computed ``ln S``: the
+#: smoothness holds in exact arithmetic; the computed logarithms differ from it
+#: by a few units in the last place, far below ``2^-20 beta`` (``beta >= 1/224``
+#: whenever ``m_sub <= MAX_N_SUBSETS``).
+_LOG_SMOOTHNESS_SLACK = 2.0**-20
 
-    The smooth-sensitivity mechanism ``g + (S / gamma) u``, ``u ~ N(0, I_d)``, is
-    ``(eps, delta_total)``-DP with ``delta_total = e^{eps/2} delta_slide +
-    delta_dilate``, where (hockey-stick divergences at ``e^{eps/2}``)
 
-    * ``delta_slide = Phi(-eps/(2g) + g/2) - e^{eps/2} Phi(-eps/(2g) - g/2)``: a
-      shift of norm ``gamma`` of a standard Gaussian (Balle & Wang 2018, Thm 8);
-    * ``delta_dilate = sup_{0 < lambda <= beta} P(chi2_d > c) - e^{eps/2}
-      P(chi2_d > c e^{2 lambda})`` with ``c = (eps + 2 d lambda) /
-      (e^{2 lambda} - 1)``: ``N(0, I)`` against ``N(0, e^{-2 lambda} I)``
-      (the other sign of lambda has privacy loss <= ``d beta < eps/4``, so no delta).
-      The sup is taken over a grid of 64 lambdas including ``beta``.
+class ReleaseParameters(NamedTuple):
+    """Public constants of the propose-test-release of :func:`sample_and_aggregate`.
 
-    Dilating first and sliding second is valid because the local-sensitivity bound
-    holds at both neighbours (``||g(z) - g(z')|| <= min(S(z), S(z'))``).
+    Attributes
+    ----------
+    beta : float
+        Smoothness of ``S`` (:func:`nrs_gaussian_parameters`).
+    epsilon_bound, delta_bound : float
+        ``eps1 = eps / 4`` spent on ``L``, the noisy ``ln S``, and
+        ``delta1 = delta / 2``, the probability that ``L + margin < ln S``.
+    epsilon_value, delta_value : float
+        ``(eps2, delta2)`` of the grid Gaussian release of ``g``:
+        ``eps2 = eps - eps1``, ``delta2 = delta / 2 - (1 + e^eps) d 2^-780``.
+    bound_mechanism : LaplaceMechanism
+        Sensitivity ``beta (1 + 2^-20)``, scale ``b = beta (1 + 2^-20) / eps1``.
+    log_margin : float
+        ``mu = (b (1 + 2^-10) + gamma_l) ln(1 / delta1) + gamma_l``, with
+        ``gamma_l`` the grid step of ``bound_mechanism``.
+    """
+
+    beta: float
+    epsilon_bound: float
+    delta_bound: float
+    epsilon_value: float
+    delta_value: float
+    bound_mechanism: LaplaceMechanism
+    log_margin: float
+
+
+def _exact_split(total, *parts):
+    """``total - sum(parts)`` in floating point, lowered until
+    ``sum(parts) + rest <= total`` holds exactly (rational arithmetic)."""
+    used = sum(Fraction(p) for p in parts)
+    rest = float(Fraction(total) - used)
+    while rest > 0 and used + Fraction(rest) > Fraction(total):
+        rest = math.nextafter(rest, 0.0)
+    return rest
+
+
+def release_parameters(epsilon, delta, dim):
+    """The public constants of the private release (module docstring, item 4).
+
+    ``eps1 = eps / 4`` and ``delta1 = delta / 2`` release an upper bound on the
+    smooth bound ``S``; ``eps2 = eps - eps1`` and ``delta2 = delta / 2 - (1 +
+    e^eps) tau`` release the centre of attention, ``tau = d 2^-780`` being the
+    total variation of the grid Gaussian's ``d`` draws from their ideal law
+    (:meth:`~skdpsco.privacy.GaussianMechanism.release`). Valid for every finite
+    ``epsilon`` with ``(1 + e^eps) tau <= delta / 4`` (about ``eps <= 500``).
+
+    Parameters
+    ----------
+    epsilon : float
+        Finite, ``> 0``.
+    delta : float
+        In ``(0, 1)``.
+    dim : int
+        Number of released parameters ``d``.
 
     Returns
     -------
-    float
-        ``delta_total``; the mechanism is certified when it is ``<= delta``.
-        ``epsilon = inf`` (the non-private testing mode, no noise) returns ``delta``.
+    ReleaseParameters
+
+    Raises
+    ------
+    ValueError
+        Invalid arguments, or an epsilon so large that the grid Gaussian's total
+        variation does not fit in delta (public values only).
+
+    Examples
+    --------
+    >>> p = release_parameters(1.0, 1e-5, 10)
+    >>> p.epsilon_bound, p.epsilon_value, p.delta_bound
+    (0.25, 0.75, 5e-06)
+    >>> round(p.bound_mechanism.scale, 5), round(p.log_margin, 4)
+    (0.04503, 0.5503)
     """
-    epsilon, delta = _check_epsilon_delta(epsilon, delta)
+    epsilon, delta = _check_epsilon_delta(epsilon, delta, allow_inf=False)
     dim = _check_dim(dim)
-    if math.isinf(epsilon):
-        return delta
-    gamma, beta = nrs_gaussian_parameters(epsilon, delta, dim)
-    half = epsilon / 2.0
-    # Sliding, in log space so that e^{eps/2} never overflows.
-    a = -half / gamma + gamma / 2.0
-    b = -half / gamma - gamma / 2.0
-    # e^{eps/2} Phi(b) <= Phi(a) <= 1 (a hockey-stick divergence is >= 0), so
-    # neither exponent below is positive; only the final e^{eps/2} factor can be big.
-    slide = max(
-        0.0, math.exp(special.log_ndtr(a)) - math.exp(half + special.log_ndtr(b))
-    )
-    lams = beta * np.arange(1, _DILATION_GRID + 1) / _DILATION_GRID
-    with np.errstate(over="ignore", invalid="ignore"):  # huge epsilon: inf / nan
-        c = (epsilon + 2.0 * dim * lams) / np.expm1(2.0 * lams)
-        dilate = np.exp(stats.chi2.logsf(c, dim)) - np.exp(
-            half + stats.chi2.logsf(c * np.exp(2.0 * lams), dim)
+    _, beta = nrs_gaussian_parameters(epsilon, delta, dim)
+    eps1 = epsilon * _BOUND_EPSILON_SHARE
+    eps2 = _exact_split(epsilon, eps1)
+    delta1 = delta / 2.0
+    # Twice (1 + e^eps) tau: an upper bound whatever the rounding of exp.
+    tv_slack = 2.0 * (1.0 + math.exp(min(epsilon, 700.0))) * dim * GAUSSIAN_TV_PER_DRAW
+    if not tv_slack <= delta / 4.0:
+        raise ValueError(
+            f"epsilon={epsilon:g} is too large for delta={delta:g}: the grid "
+            "Gaussian's total variation slack (1 + e^epsilon) d 2^-780 does not fit "
+            "in delta (such an epsilon promises nothing anyway)."
         )
-    # A grid point that did not evaluate counts as the worst case, delta = 1.
-    dilate = np.where(np.isnan(dilate), 1.0, dilate)
-    dilate = float(max(0.0, np.max(dilate)))
-    if slide == 0.0:
-        return dilate
-    log_slide = half + math.log(slide)
-    return math.inf if log_slide > 700.0 else math.exp(log_slide) + dilate
+    delta2 = _exact_split(delta, delta1, tv_slack)
+    sensitivity = beta * (1.0 + _LOG_SMOOTHNESS_SLACK)
+    scale = sensitivity / eps1
+    bound = LaplaceMechanism(sensitivity, scale, name="sample-and-aggregate ln S")
+    # The grid step LaplaceMechanism.release uses for one value.
+    step = grid_step(min(sensitivity, scale), 1, norm="l1")
+    margin = (scale * (1.0 + GRID_SLACK) + step) * math.log(1.0 / delta1) + step
+    return ReleaseParameters(beta, eps1, delta1, eps2, delta2, bound, margin)
 
 
 def minimum_n_subsets(epsilon, delta, dim):
@@ -643,13 +767,52 @@ def _solve_subsets(
 # ------------------------------------------------------------------------- solver
 
 
+def _release_bound(S, params, diameter, rng):
+    """``S_hat``: a private upper bound on the smooth bound ``S`` (module docstring,
+    items 4a-4d).
+
+    Floors ``S`` at ``S_min = 2^-40 diameter``, releases ``L`` = ``ln S`` plus
+    discrete Laplace noise on its grid (``params.bound_mechanism``, pure
+    ``eps1``-DP) and returns ``min(max(e^{L + mu}, S_min), diameter)`` with the
+    public margin ``mu = params.log_margin``: ``S_hat < min(S, diameter)`` with
+    probability at most ``delta1``. Computed in log space: no overflow, no
+    data-dependent error.
+    """
+    floor = _RELATIVE_FLOOR * diameter
+    log_S = math.log(max(float(S), floor))
+    L = float(params.bound_mechanism.release(np.array([log_S]), rng)[0])
+    log_hat = L + params.log_margin
+    if log_hat >= math.log(diameter):
+        return diameter
+    if log_hat <= math.log(floor):
+        return floor
+    return min(max(math.exp(log_hat), floor), diameter)
+
+
+def _release_centre(g, S, params, diameter, rng):
+    """``(noisy, S_hat, sigma)``: the grid Gaussian release of ``g`` at the privately
+    released sensitivity ``S_hat`` (module docstring, items 4d-4e).
+
+    ``noisy`` lies on the public grid of
+    :meth:`~skdpsco.privacy.GaussianMechanism.release` for ``(S_hat, sigma)``,
+    ``sigma = calibrate_analytic_gaussian(eps2, delta2, S_hat)``. Only ``noisy``
+    may leave :func:`nrs_release`; ``S_hat`` and ``sigma`` are returned for tests.
+    """
+    S_hat = _release_bound(S, params, diameter, rng)
+    sigma = calibrate_analytic_gaussian(params.epsilon_value, params.delta_value, S_hat)
+    mechanism = GaussianMechanism(S_hat, sigma, name="sample-and-aggregate centre")
+    return mechanism.release(np.asarray(g, dtype=float), rng), S_hat, sigma
+
+
 def nrs_release(Z, s_nrs, epsilon, delta, radius, rng):
     """The private aggregation of the subset solutions ``Z`` (one row each).
 
     Projects every solution into the ball of ``radius`` (non-finite ones become 0:
     ``Lambda = 2 radius`` must bound every distance), picks the centre of attention
-    ``g`` and releases ``g + (S / gamma) N(0, I)`` with ``S`` the corrected
-    ``beta``-smooth bound (:func:`smooth_upper_bound`), then projects the release
+    ``g``, computes the corrected ``beta``-smooth bound ``S``
+    (:func:`smooth_upper_bound`), releases ``g`` by propose-test-release on ``S``
+    (a pure-DP upper bound ``S_hat``, then the grid Gaussian mechanism at
+    sensitivity ``S_hat``; module docstring, item 4) and projects the release
     (post-processing). A record can change at most ``s_nrs`` rows of ``Z``; the
     guarantee is ``(epsilon, delta)``-DP under that relation whatever ``len(Z)``
     (the subset count only matters for accuracy). ``epsilon = inf`` releases ``g``.
@@ -660,10 +823,10 @@ def nrs_release(Z, s_nrs, epsilon, delta, radius, rng):
     if math.isinf(epsilon):
         noisy = centre_of_attention(Z, t0)
     else:
-        gamma, beta = nrs_gaussian_parameters(epsilon, delta, dim)
-        g, S = _aggregate(Z, s_nrs, beta, 2.0 * radius)
-        noisy = g + gaussian_noise(rng, S / gamma, size=dim)
-        del S
+        params = release_parameters(epsilon, delta, dim)
+        g, S = _aggregate(Z, s_nrs, params.beta, 2.0 * radius)
+        noisy = _release_centre(g, S, params, 2.0 * radius, rng)[0]
+        del g, S
     return project_rows_l2_ball(noisy[None, :], radius)[0]
 
 
@@ -703,8 +866,9 @@ def sample_and_aggregate(
         solution 0.
     epsilon : float
         Target epsilon, ``> 0``; ``inf`` is the non-private testing mode (no noise).
-        Finite values are refused where the NRS07 Gaussian calibration is not
-        certified (see :func:`nrs_gaussian_delta`; roughly ``epsilon > 15``).
+        Any finite value is private (see :func:`release_parameters`; only an
+        epsilon near 500, where ``e^epsilon`` outgrows the samplers' total
+        variation allowance, is refused).
     delta : float
         Target delta in ``(0, 1)``.
     radius : float
@@ -729,19 +893,20 @@ def sample_and_aggregate(
     Returns
     -------
     SolverResult
-        ``coef`` of shape ``(dim,)`` (``(dim, K)`` if ``n_outputs > 1``): the noisy
-        centre of attention projected onto the ball (post-processing);
+        ``coef`` of shape ``(dim,)`` (``(dim, K)`` if ``n_outputs > 1``): the
+        centre of attention released on a public grid by propose-test-release,
+        projected onto the ball (post-processing);
         ``n_iter = 1`` (one aggregation and one release; the per-subset solver
         always runs ``subset_max_iter`` iterations); ``records``: one
         ``MechanismRecord(kind="approx_dp", epsilon, delta)``. Nothing else is
-        returned: ``S``, the ``z_i`` and ``i*`` are data-dependent and unaccounted.
+        returned: ``S``, ``S_hat``, the ``z_i`` and ``i*`` stay inside.
 
     Raises
     ------
     ValueError
         ``radius`` missing, ``n_subsets`` below the minimum or above the cap, an
-        uncertified ``(epsilon, delta, d)``, or a subset draw that cannot meet the
-        multiplicity cap. All depend only on public values.
+        epsilon past the samplers' allowance (about 500), or a subset draw that
+        cannot meet the multiplicity cap. All depend only on public values.
     PrivacyBudgetError
         ``n_samples < minimum_samples(...)``; the message names that minimum.
 
@@ -749,6 +914,8 @@ def sample_and_aggregate(
     ----------
     .. [1] Wang, Xiao, Devadas & Xu (2020), ICML, Algorithm 1 and Theorem 1.
     .. [2] Nissim, Raskhodnikova & Smith (2007), STOC, §2 and Theorem 4.2.
+    .. [3] Dwork & Lei (2009), STOC; Dwork & Roth (2014), Ch. 7
+       (propose-test-release).
     """
     epsilon, delta = _check_epsilon_delta(epsilon, delta)
     if radius is None:
@@ -783,14 +950,8 @@ def sample_and_aggregate(
     p = n_features + int(bool(fit_intercept))
     dim = p * int(n_outputs)  # d of Algorithm 1: every released parameter
 
-    certified = nrs_gaussian_delta(epsilon, delta, dim)
-    if certified > delta:
-        raise ValueError(
-            f"Sample-and-aggregate's Gaussian noise (NRS07 gamma, beta) is not "
-            f"({epsilon:g}, {delta:g})-DP for d={dim}: its exact delta is "
-            f"{certified:.3g}. The calibration holds for small epsilon only; use a "
-            "smaller epsilon (<= 15 is certified for every d) or another algorithm."
-        )
+    if not math.isinf(epsilon):
+        release_parameters(epsilon, delta, dim)  # refuses an epsilon past ~500
     m_min = minimum_n_subsets(epsilon, delta, dim)
     if n_subsets is None:
         m_sub = m_min
@@ -852,7 +1013,7 @@ def sample_and_aggregate(
     if int(n_outputs) > 1:
         coef = coef.reshape(p, int(n_outputs))
     record = MechanismRecord(
-        name="sample-and-aggregate (smooth sensitivity, Gaussian)",
+        name="sample-and-aggregate (smooth sensitivity, propose-test-release)",
         kind="approx_dp",
         epsilon=epsilon,
         delta=delta,

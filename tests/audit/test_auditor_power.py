@@ -254,11 +254,13 @@ def test_mechanism_level_audit_has_power(monkeypatch):
     assert abs(g[0] - g_prime[0]) > 0.9  # the canary flips the centre of attention
     honest = audit_sample_aggregate_release(n_runs=600, claimed_epsilon=1.0, delta=1e-5)
     assert honest.epsilon_lb <= 1.0, honest.summary()
-    real_noise = _sample_aggregate.gaussian_noise
+    real_sigma = _sample_aggregate.calibrate_analytic_gaussian
     monkeypatch.setattr(
         _sample_aggregate,
-        "gaussian_noise",
-        lambda rng, sigma, size=None: real_noise(rng, sigma / 500, size),
+        "calibrate_analytic_gaussian",
+        lambda epsilon, delta, sensitivity=1.0: (
+            real_sigma(epsilon, delta, sensitivity) / 500
+        ),
     )
     broken = audit_sample_aggregate_release(n_runs=600, claimed_epsilon=1.0, delta=1e-5)
     assert broken.epsilon_lb > 2.0, broken.summary()

@@ -22,10 +22,14 @@ histogram or a clipped mean whose every column moves by one count down and one u
    adjacent bins that clear the threshold on their own. When centring, the
    histogram is signed (negative values and the others in two halves, each value
    still one count): a run of one sign, where the other sign is rare over its
-   magnitudes, gives the window ``[0, hi]`` (or ``[-hi, 0]``), half as wide, as
-   most raw columns (counts, amounts, ages) are one-signed; runs of the folded
-   histogram (both halves summed, twice the noise variance) compete for the
-   others. A record far out (``1e300``) changes its own count only.
+   magnitudes, gives the window ``[lo, hi]`` (or ``[-hi, -lo]``) on its side of
+   0, as most raw columns (counts, amounts, ages) are one-signed: the end bins of
+   the run that hold at most 10% of its noisy mass (the zeros counting below it)
+   are dropped at each end, and ``lo`` is the remaining lower edge over 1.25 (0
+   where the zeros are not rare), so that a column at an offset (a blood pressure
+   of 60 to 130) gets the window of its bulk; runs of the folded histogram (both
+   halves summed, twice the noise variance) compete for the others. A record far
+   out (``1e300``) changes its own count only.
 2. **Pair differences and zoom** (centring, where ``n`` allows it: a public rule of
    ``n``, ``d`` and the budget): the magnitude histogram of ``x_a - x_b`` over a
    public random pairing of the records gives the spread whatever the location;
@@ -265,13 +269,53 @@ def _extended_top(body, mech, j, anchor, reach, run_sum, bins_per_sum=1):
     """Upper edge of column ``j``'s run, extended up over the adjacent bins that
     clear the single-bin threshold and hold a fair fraction of the run (far
     tails do not widen it)."""
+    return bin_upper_edge(
+        _extended_top_bin(body, mech, j, anchor, reach, run_sum, bins_per_sum) + 1
+    )
+
+
+def _extended_top_bin(body, mech, j, anchor, reach, run_sum, bins_per_sum=1):
+    """Index in ``body`` of the top bin of :func:`_extended_top`."""
     t1 = _thresholds(mech, bins_per_sum)[1:]
     last = body.shape[1] - 1
     top = min(int(anchor + reach), last)
     floor = max(_RELATIVE_THRESHOLD * run_sum, 0.0)
     while top < last and body[j, top + 1] >= max(t1[top + 1], floor):
         top += 1
-    return bin_upper_edge(top + 1)
+    return top
+
+
+#: A one-signed window drops the end bins of its run that together hold at most
+#: this fraction of the run's noisy mass (the zeros' count is mass below the run),
+#: at each end. Measured (``benchmarks/real_data.py``, 25 splits, epsilon = 1):
+#: diabetes R^2 0.243 (no trimming) / 0.301 (0.05) / 0.307 (0.1), cancer 0.112 /
+#: 0.271 / 0.646, engel 0.729 / 0.734 / 0.764; digits 0.809 / 0.806 / 0.800,
+#: anes96 0.894 / 0.891 / 0.887; 0.02 at the bottom alone gave diabetes 0.279.
+_TRIM_FRACTION = 0.1
+
+
+def _trimmed_edges(row, zeros, low, top):
+    """``(bottom, top_edge)`` of the magnitudes of a one-signed run over the bins
+    ``low..top`` of ``row`` (noisy counts, post-processing): end bins holding at
+    most :data:`_TRIM_FRACTION` of the mass are dropped, so that a column at an
+    offset (a blood pressure of 60 to 130) gets the window of its bulk, not one
+    from 0. ``bottom`` is 0 where the zeros are not rare."""
+    mass = np.maximum(row[low : top + 1], 0.0)
+    zeros = max(float(zeros), 0.0)
+    cut = _TRIM_FRACTION * (mass.sum() + zeros)
+    i, below = low, zeros
+    if below <= cut:
+        while i < top and below + mass[i - low] <= cut:
+            below += mass[i - low]
+            i += 1
+        bottom = bin_upper_edge(i + 1) / 2.0
+    else:
+        bottom = 0.0
+    j, above = top, 0.0
+    while j > i and above + mass[j - low] <= cut:
+        above += mass[j - low]
+        j -= 1
+    return bottom, bin_upper_edge(j + 1)
 
 
 def _window_tops(noisy, mech, extend=True):
@@ -304,14 +348,15 @@ _OTHER_SIGN = 0.25
 def _signed_windows(noisy, mech):
     """Post-processing of the signed magnitude histogram: each column's window
     top ``hi`` (NaN where none is found) and side: ``+1`` (the bulk is
-    nonnegative: window ``[0, hi]``), ``-1`` (``[-hi, 0]``) or ``0``
-    (``[-hi, hi]``).
+    nonnegative: window ``[lo, hi]``), ``-1`` (``[-hi, -lo]``) or ``0``
+    (``[-hi, hi]``), and the bottom magnitude ``lo`` of a one-signed run (0 for the
+    others) from :func:`_trimmed_edges`, before the margin.
 
     The best runs of the negative magnitudes, of the nonnegative ones and of
     their sum (the folded histogram, twice the noise variance) compete by score;
     a one-signed run wins only where the other sign is rare over its magnitudes.
     Raw columns (counts, amounts, ages) are mostly one-signed, and a one-signed
-    window is half as wide: the clipped mean's noise halves in data units.
+    window is at most half as wide: the clipped mean's noise shrinks with it.
     """
     d = noisy.shape[0]
     neg, pos = noisy[:, 1:N_BINS], noisy[:, N_BINS + 1 :]
@@ -328,16 +373,22 @@ def _signed_windows(noisy, mech):
                 scores[side, j] = -np.inf
     choice = np.argmax(scores, axis=0)
     tops = np.full(d, np.nan)
+    bottoms = np.zeros(d)
     sides = np.zeros(d, dtype=np.int64)
     bodies = (neg, pos, folded)
+    zeros = noisy[:, N_BINS]
     for j in np.flatnonzero(scores[choice, rows] >= 0):
         c = int(choice[j])
         _, anchor, reach, run_sum = runs[c]
-        tops[j] = _extended_top(
+        top = _extended_top_bin(
             bodies[c], mech, j, anchor[j], reach[j], run_sum[j], 2 if c == 2 else 1
         )
+        tops[j] = bin_upper_edge(top + 1)
+        if c < 2:
+            low = max(int(anchor[j] - reach[j]), 0)
+            bottoms[j], tops[j] = _trimmed_edges(bodies[c][j], zeros[j], low, top)
         sides[j] = (-1, 1, 0)[c]
-    return tops, sides
+    return tops, sides, bottoms
 
 
 def _row_norms(X):
@@ -525,13 +576,17 @@ def _located_windows(X, budget, unit, center, levels, rng, name):
     noisy = hist_mech.release(magnitude_histogram(X, signed=center), rng)
     records.append(hist_mech.record())
     if center:
-        tops, sides = _signed_windows(noisy, hist_mech)
+        tops, sides, bottoms = _signed_windows(noisy, hist_mech)
     else:
         tops, sides = _window_tops(noisy, hist_mech), np.zeros(d, dtype=np.int64)
+        bottoms = np.zeros(d)
     found = np.isfinite(tops)
     reach = np.where(found, np.minimum(_WINDOW_MARGIN * tops, _FMAX), 1.0)
-    half = np.where(sides != 0, reach / 2.0, reach)
-    c = sides * half
+    # A one-signed window runs from its bulk's lower edge (over the margin) to
+    # ``reach``: ``[low, reach]`` on its side of 0.
+    low = np.where(found & (sides != 0), bottoms / _WINDOW_MARGIN, 0.0)
+    half = np.where(sides != 0, (reach - low) / 2.0, reach)
+    c = sides * (low + half)
     spread = np.full(d, np.nan)
     if levels:
         # 2. The spread, whatever the location: the magnitude histogram of the

@@ -930,7 +930,7 @@ def window_moments(X, mid, half):
         X = sp.csc_matrix(X, copy=True)
         X.sum_duplicates()
         cols = np.repeat(np.arange(d), np.diff(X.indptr))
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", under="ignore"):
             Z = np.clip(X.data / half[cols], -1.0, 1.0)
         m = np.bincount(cols, weights=Z, minlength=d) / n
         s = np.bincount(cols, weights=Z * Z, minlength=d) / n
@@ -938,11 +938,11 @@ def window_moments(X, mid, half):
     m = np.zeros(d)
     s = np.zeros(d)
     step = max(1, 2**20 // max(d, 1))
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", under="ignore"):
         low, high = mid - half, mid + half  # +-inf past the float range: no clip
     for start in range(0, n, step):
         Z = np.clip(X[start : start + step], low, high)
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             Z = np.clip((Z - mid) / half, -1.0, 1.0)
         m += Z.sum(axis=0)
         s += np.einsum("ij,ij->j", Z, Z)

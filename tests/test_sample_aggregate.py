@@ -781,3 +781,22 @@ def test_huge_epsilon_is_refused_without_numerical_warnings():
     X = np.random.default_rng(0).normal(size=(3000, 3))
     with pytest.raises(ValueError, match="total variation"):
         HeavyTailedDPRidge(algorithm="sample_aggregate", epsilon=1e6).fit(X, X[:, 0])
+
+
+@pytest.mark.parametrize(("epsilon", "dim"), [(100.0, 4), (300.0, 4), (300.0, 100)])
+def test_tight_solutions_at_large_epsilon_are_not_clamped_toward_zero(epsilon, dim):
+    # With a floor of 2^-40 Lambda alone, the value grid (step ~ 2^-10 min(S_hat,
+    # sigma) / sqrt(d)) spanned less than the ball within its 2^52 steps: a centre
+    # at 0.9 came back as 0.5 or 0.25. The public floor keeps the ball on the grid.
+    m, s, radius = 2500, 50, 1.0
+    Z = np.zeros((m, dim))
+    Z[:, 0] = 0.9
+    Z += np.random.default_rng(0).normal(scale=1e-14, size=Z.shape)
+    params = sa.release_parameters(epsilon, 1e-5, dim)
+    with np.errstate(all="ignore"):
+        g, S = sa._aggregate(Z, s, params.beta, 2 * radius)
+        for seed in range(3):
+            noisy, _, _ = sa._release_centre(
+                g, S, params, 2 * radius, np.random.default_rng(seed)
+            )
+            assert abs(noisy[0] - 0.9) < 0.01, noisy[0]

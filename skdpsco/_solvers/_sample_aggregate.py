@@ -37,7 +37,7 @@ Privacy argument (replace-one neighbours, ``n`` public)
    ``eps1 = eps / 4``, ``eps2 = eps - eps1``, ``delta1 = delta / 2`` and
    ``delta2 = delta / 2 - (1 + e^eps) tau`` with ``tau = d 2^-780``.
 
-   a. *Floor.* ``S <- max(S, S_min)``, ``S_min = 2^-40 Lambda`` (public): the max
+   a. *Floor.* ``S <- max(S, S_min)``, ``S_min >= 2^-40 Lambda`` (public): the max
       with a constant keeps ``S`` an upper bound and ``beta``-smooth.
    b. *Bound.* ``L`` = :class:`~skdpsco.privacy.LaplaceMechanism` of sensitivity
       ``beta' = beta (1 + 2^-20)`` (the factor covers the rounding of the computed
@@ -216,8 +216,9 @@ def nrs_gaussian_parameters(epsilon, delta, dim):
 
 #: Share of epsilon spent on the noisy bound ``L`` on ``ln S``.
 _BOUND_EPSILON_SHARE = 0.25
-#: Floor of the smooth bound relative to the diameter (``S_min = 2^-40 Lambda``):
-#: keeps ``ln S`` finite and the Gaussian's noise positive.
+#: Floor of the smooth bound relative to the diameter (``S_min >= 2^-40 Lambda``):
+#: keeps ``ln S`` finite and the Gaussian's noise positive (see
+#: :func:`_bound_floor`).
 _RELATIVE_FLOOR = 2.0**-40
 #: Relative allowance on ``beta`` for the rounding of the computed ``ln S``: the
 #: smoothness holds in exact arithmetic; the computed logarithms differ from it
@@ -767,18 +768,30 @@ def _solve_subsets(
 # ------------------------------------------------------------------------- solver
 
 
-def _release_bound(S, params, diameter, rng):
+def _bound_floor(params, diameter, dim):
+    """Public floor ``S_min`` of the smooth bound: ``2^-40 Lambda``, raised to
+    ``2^-40 Lambda sqrt(d) / min(1, c)`` (``c = sigma / S_hat`` of the value
+    release, public) so that the grid of the release, whose step is about
+    ``2^-10 min(S_hat, sigma) / sqrt(d)``, spans the ball within its ``2^52``
+    steps (a smaller floor clamped large coordinates toward 0 at large epsilon).
+    Any public floor keeps ``max(S, S_min)`` a ``beta``-smooth upper bound."""
+    c = calibrate_analytic_gaussian(params.epsilon_value, params.delta_value, 1.0)
+    scale = max(1.0, math.sqrt(dim) / min(1.0, c))
+    return min(_RELATIVE_FLOOR * diameter * scale, diameter)
+
+
+def _release_bound(S, params, diameter, rng, dim=1):
     """``S_hat``: a private upper bound on the smooth bound ``S`` (module docstring,
     items 4a-4d).
 
-    Floors ``S`` at ``S_min = 2^-40 diameter``, releases ``L`` = ``ln S`` plus
+    Floors ``S`` at ``S_min`` (:func:`_bound_floor`), releases ``L`` = ``ln S`` plus
     discrete Laplace noise on its grid (``params.bound_mechanism``, pure
     ``eps1``-DP) and returns ``min(max(e^{L + mu}, S_min), diameter)`` with the
     public margin ``mu = params.log_margin``: ``S_hat < min(S, diameter)`` with
     probability at most ``delta1``. Computed in log space: no overflow, no
     data-dependent error.
     """
-    floor = _RELATIVE_FLOOR * diameter
+    floor = _bound_floor(params, diameter, dim)
     log_S = math.log(max(float(S), floor))
     L = float(params.bound_mechanism.release(np.array([log_S]), rng)[0])
     log_hat = L + params.log_margin
@@ -798,7 +811,8 @@ def _release_centre(g, S, params, diameter, rng):
     ``sigma = calibrate_analytic_gaussian(eps2, delta2, S_hat)``. Only ``noisy``
     may leave :func:`nrs_release`; ``S_hat`` and ``sigma`` are returned for tests.
     """
-    S_hat = _release_bound(S, params, diameter, rng)
+    g = np.asarray(g, dtype=float)
+    S_hat = _release_bound(S, params, diameter, rng, dim=g.size)
     sigma = calibrate_analytic_gaussian(params.epsilon_value, params.delta_value, S_hat)
     mechanism = GaussianMechanism(S_hat, sigma, name="sample-and-aggregate centre")
     return mechanism.release(np.asarray(g, dtype=float), rng), S_hat, sigma

@@ -8,6 +8,8 @@ identical datasets give a bound near 0, and on a plain Gaussian mechanism of kno
 privacy the bound never exceeds the truth but gets close to it.
 """
 
+import math
+
 import numpy as np
 import pytest
 
@@ -336,3 +338,61 @@ def test_sparse_mean_audit_has_power(mechanism, delta):
     assert broken.epsilon_lb > 2.5, broken.summary()
     honest = audit_sparse_mean_release(mechanism, "huge", **kwargs)
     assert honest.epsilon_lb <= 1.0, honest.summary()
+
+
+class _ReleaseOnSolutionSet:
+    """Adapter: ``fit(Z, _)`` runs sample-and-aggregate's release on ``Z``."""
+
+    S, EPSILON, DELTA, RADIUS = 20, 8.0, 1e-5, 1.0
+
+    def __init__(self, seed):
+        self.seed = seed
+
+    def fit(self, Z, y=None):
+        from skdpsco._solvers._sample_aggregate import nrs_release
+
+        rng = np.random.default_rng(self.seed)
+        self.coef_ = nrs_release(Z, self.S, self.EPSILON, self.DELTA, self.RADIUS, rng)
+        return self
+
+
+def test_audit_sees_the_noisy_bound_step_of_sample_and_aggregate(monkeypatch):
+    """At epsilon = 8 the smooth bound of these clustered sets (m = 400, s = 20)
+    is about 1, below the diameter 2, so the released bound ``S_hat`` (not the
+    diameter cap) sets the noise: the honest release hides the 0.05 move of the
+    centre, and the same release with ``S_hat`` a thousand times too small is
+    caught."""
+    from skdpsco._solvers import _sample_aggregate
+
+    m, s, x = 400, _ReleaseOnSolutionSet.S, 0.05
+    t0 = _sample_aggregate._first_rank(m, s)
+    Z = np.zeros((m, 1))
+    Z[t0 - 1 + s // 2 :] = x
+    Z_prime = Z.copy()
+    Z_prime[:s] = x
+    params = _sample_aggregate.release_parameters(8.0, 1e-5, 1)
+    _, S = _sample_aggregate._aggregate(Z, s, params.beta, 2.0)
+    assert S < 2.0 * 0.6  # the bound step, not the cap, is what is audited
+
+    def run():
+        return audit(
+            _ReleaseOnSolutionSet,
+            (Z, None),
+            (Z_prime, None),
+            statistic=lambda mdl: {"coef": float(mdl.coef_[0])},
+            n_runs=600,
+            delta=1e-5,
+            seed=3,
+        )
+
+    honest = run()
+    assert honest.epsilon_lb < 1.0, honest.summary()
+    real = _sample_aggregate.release_parameters
+
+    def shrunk(epsilon, delta, dim):
+        p = real(epsilon, delta, dim)
+        return p._replace(log_margin=p.log_margin - math.log(1000.0))
+
+    monkeypatch.setattr(_sample_aggregate, "release_parameters", shrunk)
+    broken = run()
+    assert broken.epsilon_lb > 2.0, broken.summary()

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from skdpsco.preprocessing import DPRobustScaler
-from skdpsco.privacy._mechanisms import GaussianMechanism
 
 from .auditor import EstimatorFactory, audit
+from .test_audit_scaling import _noise_free_histogram
 
 CLAIMED_EPSILON = 1.0
 DELTA = 1e-5
@@ -79,14 +79,7 @@ def test_robust_scaler_audit_within_claim(kind):
 
 
 def test_audit_flags_a_quantile_histogram_without_noise(monkeypatch):
-    release = GaussianMechanism.release
-
-    def exact_histogram(self, value, rng):
-        if "histogram" in self.name:
-            return np.asarray(value, dtype=float)
-        return release(self, value, rng)
-
-    monkeypatch.setattr(GaussianMechanism, "release", exact_histogram)
+    _noise_free_histogram(monkeypatch)
     result = _audit("quartile", 32)
     print(result.summary())
     assert result.epsilon_lb > 2 * CLAIMED_EPSILON, result.summary()

@@ -149,7 +149,9 @@ def per_example_gradient_matrix(design, y, loss, W, rows, *, norm_bound, sparsit
     U = loss.derivative(batch.predict(W), y[rows])
     X = sp.csr_matrix(batch.X, dtype=float)
     if batch.fit_intercept:
-        X = sp.hstack([X, np.ones((X.shape[0], 1))], format="csr")
+        X = sp.hstack(
+            [X, np.full((X.shape[0], 1), batch.intercept_column)], format="csr"
+        )
     X.sum_duplicates()
     # ||x~_i||_2 and ||x~_i||_1, overflow-safe (inf for a non-finite row).
     row_l2, row_l1 = _row_norms_l2_l1(X)

@@ -77,7 +77,9 @@ def _row_l2_l1(design):
     for rows in design._chunks():
         X = sp.csr_matrix(design.X[rows], dtype=float)
         if design.fit_intercept:
-            X = sp.hstack([X, np.ones((X.shape[0], 1))], format="csr")
+            X = sp.hstack(
+                [X, np.full((X.shape[0], 1), design.intercept_column)], format="csr"
+            )
         l2[rows], l1[rows] = _row_norms_l2_l1(X)
     return l2, l1
 

@@ -187,20 +187,27 @@ _Z_MAX = 1e300
 
 
 class LinearDesign:
-    """The design matrix ``X~ = [X, 1]`` (intercept column implicit).
+    """The design matrix ``X~ = [X, a]`` (intercept column implicit).
 
     Parameters
     ----------
     X : ndarray or scipy.sparse matrix of shape (n_samples, n_features)
         Validated, finite, float64.
     fit_intercept : bool
-        Append an implicit constant-1 column.
+        Append an implicit constant column.
     chunk_rows : int, default=65536
+    intercept_column : float, default=1.0
+        ``a > 0``, the public value of the implicit column (scikit-learn's
+        ``intercept_scaling``): the intercept is ``a`` times its coefficient, and
+        a row's norms include ``a``.
     """
 
-    def __init__(self, X, fit_intercept, chunk_rows=DEFAULT_CHUNK_ROWS):
+    def __init__(
+        self, X, fit_intercept, chunk_rows=DEFAULT_CHUNK_ROWS, intercept_column=1.0
+    ):
         self.X = X
         self.fit_intercept = bool(fit_intercept)
+        self.intercept_column = float(intercept_column)
         self.chunk_rows = int(chunk_rows)
         self.n_samples, self.n_features = X.shape
         self.dim = self.n_features + int(self.fit_intercept)
@@ -209,7 +216,9 @@ class LinearDesign:
 
     def subset(self, rows):
         """The design of the rows ``rows`` (a batch); copies only those rows."""
-        return LinearDesign(self.X[rows], self.fit_intercept, self.chunk_rows)
+        return LinearDesign(
+            self.X[rows], self.fit_intercept, self.chunk_rows, self.intercept_column
+        )
 
     def _chunks(self):
         if sp.issparse(self.X):
@@ -238,7 +247,7 @@ class LinearDesign:
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             Z = self.X @ W[: self.n_features]
             if self.fit_intercept:
-                Z = Z + W[self.n_features]
+                Z = Z + self.intercept_column * W[self.n_features]
         Z = np.asarray(Z, dtype=float)
         Z = np.nan_to_num(Z, nan=0.0, posinf=_Z_MAX, neginf=-_Z_MAX, copy=False)
         return np.clip(Z, -_Z_MAX, _Z_MAX, out=Z)
@@ -254,7 +263,7 @@ class LinearDesign:
             for rows in self._chunks():
                 norms = row_l2_norms(self.X[rows])
                 if self.fit_intercept:
-                    norms = np.hypot(norms, 1.0)
+                    norms = np.hypot(norms, self.intercept_column)
                 out[rows] = norms
             self._row_norms = out
         return self._row_norms
@@ -273,7 +282,7 @@ class LinearDesign:
                 # Shared with row_norms: no 1 / max|x_i| (it overflowed for a row
                 # whose largest entry is subnormal, on that neighbour only).
                 norms = row_lr_norms(self.X[rows], 1.0)
-                out[rows] = norms + float(self.fit_intercept)
+                out[rows] = norms + self.fit_intercept * self.intercept_column
             self._row_l1_norms = out
         return self._row_l1_norms
 
@@ -293,7 +302,7 @@ class LinearDesign:
             with np.errstate(over="ignore", under="ignore", invalid="ignore"):
                 Z = self.X[rows] @ head
                 if self.fit_intercept:
-                    Z = Z + W[self.n_features]
+                    Z = Z + self.intercept_column * W[self.n_features]
             Z = np.asarray(Z, dtype=float)
             Z = np.nan_to_num(Z, nan=0.0, posinf=_Z_MAX, neginf=-_Z_MAX, copy=False)
             yield rows, np.clip(Z, -_Z_MAX, _Z_MAX, out=Z)
@@ -308,7 +317,7 @@ class LinearDesign:
         head = np.asarray(head, dtype=float)
         if not self.fit_intercept:
             return head
-        tail = C.sum(axis=0)
+        tail = self.intercept_column * C.sum(axis=0)
         if C.ndim == 2:
             return np.vstack([head, tail])
         if head.flags.owndata and head.flags.c_contiguous and head.base is None:
@@ -345,7 +354,9 @@ class LinearDesign:
             block = self.X[rows]
             block = block.toarray() if sp.issparse(block) else np.asarray(block)
             if self.fit_intercept:
-                block = np.hstack([block, np.ones((block.shape[0], 1))])
+                block = np.hstack(
+                    [block, np.full((block.shape[0], 1), self.intercept_column)]
+                )
             with np.errstate(over="ignore", under="ignore", invalid="ignore"):
                 if U.ndim == 1:
                     G = U[rows, None] * block

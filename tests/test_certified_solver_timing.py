@@ -25,7 +25,10 @@ import skdpsco._solvers._objective_perturbation as objp
 import skdpsco._solvers._output_perturbation as op
 from skdpsco._constraints import L2Ball, project_l2_ball
 from skdpsco._estimators._gaussian_width import GaussianWidthDPRegressor
-from skdpsco._estimators._sparse_gradient import SparseGradientDPRegressor
+from skdpsco._estimators._sparse_gradient import (
+    INTERCEPT_COLUMN_RATIO,
+    SparseGradientDPRegressor,
+)
 from skdpsco._losses import get_loss
 from skdpsco._solvers import LinearDesign
 from skdpsco._solvers._certified import certified_minimize, certified_minimize_fixed
@@ -37,8 +40,10 @@ from skdpsco._sparse_rows import ROW_BOUND_SLACK
 from skdpsco.privacy._params import _non_private_testing_mode
 
 N_SAMPLES, N_FEATURES, ALPHA, TOL = 200, 20, 0.01, 1e-3
-#: Enforced row bound with the intercept, ``C = hypot(C_x (1 + slack), 1)``.
-ROW_BOUND = math.hypot(1.0 + ROW_BOUND_SLACK, 1.0)
+#: The implicit intercept column at row_norm_bound = 1.
+A = 1.0 / INTERCEPT_COLUMN_RATIO
+#: Enforced row bound with the intercept, ``C = hypot(C_x (1 + slack), A)``.
+ROW_BOUND = math.hypot(1.0 + ROW_BOUND_SLACK, A)
 
 
 def _neighbours():
@@ -110,7 +115,7 @@ def test_neighbours_cost_the_same_public_number_of_gradients(loss, gradient_coun
     X, easy, hard = _neighbours()
     # The pair is adversarial for a solver that stops at the certificate: the
     # easy side certifies after one iteration, the hard side not after ten.
-    design = LinearDesign(X, True)
+    design = LinearDesign(X, True, intercept_column=A)
     L, H, tol_w = _public_constants(loss)
     if loss == "huber":
         loss_obj, project, clip = get_loss("huber", threshold=1.0), None, np.inf
@@ -148,7 +153,7 @@ def test_neighbours_cost_the_same_public_number_of_gradients(loss, gradient_coun
     # n_iter iterations (one gradient each) plus the final certificate (two).
     assert gradient_counter == [public + 2, public + 2]
     # tol_w is proportional to L, so L cancels: n / (2 tol) and kappa fix the count.
-    assert public == 416
+    assert public == 286  # C = hypot(1, 1/8): kappa smaller than with a column of 1
 
 
 def test_released_n_iter_is_public_and_is_the_count_actually_run(gradient_counter):
@@ -167,7 +172,7 @@ def _huber_minimiser(X, y):
     current active set converges in finitely many steps. Returned with
     ``||grad F||``: ``||w - w*|| <= ||grad F(w)|| / alpha`` certifies it.
     """
-    Xt = np.hstack([X, np.ones((len(y), 1))])
+    Xt = np.hstack([X, np.full((len(y), 1), A)])
     n, p = Xt.shape
 
     def grad(w):
@@ -185,7 +190,7 @@ def _huber_minimiser(X, y):
 def test_fixed_count_solve_is_certified_and_matches_the_exact_minimiser():
     X, easy, hard = _neighbours()
     L, H, tol_w = _public_constants("huber")
-    Xt = np.hstack([X, np.ones((N_SAMPLES, 1))])
+    Xt = np.hstack([X, np.full((N_SAMPLES, 1), A)])
     errors = []
     for y in (easy, hard):
         ref, ref_grad = _huber_minimiser(X, y)
@@ -193,7 +198,7 @@ def test_fixed_count_solve_is_certified_and_matches_the_exact_minimiser():
         with _non_private_testing_mode():
             est = _estimator("huber", epsilon=np.inf).fit(X, y)
         assert est.noise_scale_ == 0.0
-        w = np.append(est.coef_, est.intercept_)
+        w = np.append(est.coef_, est.intercept_ / A)
         # The certificate, recomputed densely: unconstrained and ALPHA-strongly
         # convex, so ||w - w*|| <= ||grad F(w)|| / ALPHA.
         g = Xt.T @ np.clip(Xt @ w - y, -1.0, 1.0) / N_SAMPLES + ALPHA * w

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from scipy import optimize, stats
 
 from skdpsco._estimators._sparse_gradient import (
+    INTERCEPT_COLUMN_RATIO,
     SparseGradientDPClassifier,
     SparseGradientDPRegressor,
 )
@@ -30,6 +31,10 @@ from skdpsco._solvers._output_perturbation import (
 from skdpsco.exceptions import CertificationError
 from skdpsco.privacy import calibrate_analytic_gaussian
 from skdpsco.privacy._params import _non_private_testing_mode
+
+#: The implicit intercept column at row_norm_bound = 1: the solver's coefficient
+#: of the column is intercept_ / A.
+A = 1.0 / INTERCEPT_COLUMN_RATIO
 
 
 def _plan(**kw):
@@ -202,7 +207,7 @@ def _non_private_coef(est, X, y):
     with _non_private_testing_mode():
         est.set_params(epsilon=np.inf).fit(X, y)
     coef = np.atleast_2d(est.coef_)
-    return np.hstack([coef, np.atleast_1d(est.intercept_)[:, None]]).ravel()
+    return np.hstack([coef, np.atleast_1d(est.intercept_)[:, None] / A]).ravel()
 
 
 @pytest.mark.parametrize("kind", ["dense", "huge", "label"])
@@ -228,7 +233,7 @@ def test_sensitivity_bound_holds_under_adversarial_neighbours(task, kind):
     w = _non_private_coef(est, X, y)
     wp = _non_private_coef(est, Xp, yp)
     assert est.alpha_ == pytest.approx(lam)
-    C = math.hypot(1.0 * (1 + 1e-12), 1.0)
+    C = math.hypot(1.0 * (1 + 1e-12), A)
     if task == "huber":
         L = 1.0 * C
     elif task == "squared_error":
@@ -253,7 +258,7 @@ def _release_minus_solution(est, X, y, seeds):
         est.set_params(epsilon=1.0, random_state=seed).fit(X, y)
         noises.append(
             np.hstack(
-                [np.atleast_2d(est.coef_), np.atleast_1d(est.intercept_)[:, None]]
+                [np.atleast_2d(est.coef_), np.atleast_1d(est.intercept_)[:, None] / A]
             ).ravel()
             - w
         )
@@ -271,7 +276,7 @@ def test_gaussian_noise_std_within_chi_square_band():
     lo, hi = stats.chi2.ppf([0.0005, 0.9995], k)
     assert lo <= stat <= hi
     # The calibration itself: analytic Gaussian of 2L/(lambda n)(1 + 2 tol).
-    L = math.hypot(1 + 1e-12, 1.0)
+    L = math.hypot(1 + 1e-12, A)
     delta2 = 2 * L / (0.2 * 300) * (1 + 2e-3)
     assert sigma == pytest.approx(calibrate_analytic_gaussian(1.0, 1e-6, delta2), 1e-8)
     assert stats.kstest(noise / sigma, "norm").pvalue > 1e-3
@@ -334,7 +339,7 @@ def test_constrained_release_lies_in_the_ball():
         coef_norm_bound=0.5,
         epsilon=0.1,
     ).fit(X, y)
-    assert np.linalg.norm(np.append(est.coef_, est.intercept_)) <= 0.5 * (1 + 1e-9)
+    assert np.linalg.norm(np.append(est.coef_, est.intercept_ / A)) <= 0.5 * (1 + 1e-9)
 
 
 # ------------------------------------------------------------- attribute leak
@@ -351,10 +356,10 @@ def test_no_unnoised_solution_in_the_fitted_state():
         arr = np.asarray(value, dtype=float).ravel()
         assert not np.allclose(arr[: w.size - 1], w[:-1], atol=1e-3), name
     assert est.n_iter_ == certified_iteration_budget(
-        lipschitz=math.hypot(1 + 1e-12, 1.0),
-        smoothness=math.hypot(1 + 1e-12, 1.0) ** 2,
+        lipschitz=math.hypot(1 + 1e-12, A),
+        smoothness=math.hypot(1 + 1e-12, A) ** 2,
         l2_penalty=0.1,
-        tol_w=1e-3 * 2 * math.hypot(1 + 1e-12, 1.0) / (0.1 * 200),
+        tol_w=1e-3 * 2 * math.hypot(1 + 1e-12, A) / (0.1 * 200),
     )
 
 

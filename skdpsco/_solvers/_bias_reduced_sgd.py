@@ -46,6 +46,7 @@ from .._mean_estimation._sparse_mean import (
     sparse_clip_coefficients,
 )
 from ..privacy._accounting import account_records, calibrate_analytic_gaussian
+from ..privacy._discrete import _uniform_below, uniform_sample
 from ..privacy._filter import PrivacyFilter, step_cost
 from ..privacy._ledger import MechanismRecord
 from ._gradient_descent import SolverResult
@@ -250,8 +251,8 @@ def bias_reduced_gradient(
     # Uniform fixed-size batch without replacement, in uniformly random order, so
     # that its two halves are a uniform split (never released: amplification by
     # subsampling, Lemma 5.3, needs the batches secret).
-    batch = rng.choice(n, size=m, replace=False)
-    single = rng.integers(n, size=1)
+    batch = uniform_sample(rng, n, m)
+    single = _uniform_below(rng, n, 1)
     kwargs = {
         "norm_bound": norm_bound,
         "sparsity": sparsity,

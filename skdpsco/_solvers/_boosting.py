@@ -45,6 +45,7 @@ from .._mean_estimation._sparse_mean import (
     projection_mean,
     sparse_clip_coefficients,
 )
+from ..privacy._discrete import bernoulli
 from ..privacy._filter import boosting_budget, private_selection_cost
 from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import LaplaceMechanism
@@ -209,7 +210,7 @@ def boosted_bias_reduced_sgd(
         if best is None or score < best[0]:
             best = (score, run)
         # Random stopping coin (Liu & Talwar): data-independent, never released.
-        if rng.random() < plan["gamma"]:
+        if bernoulli(rng, plan["gamma"]):
             break
     # Every run's certified cost is the same public number (a function of
     # epsilon_run, delta_run and n only), so epsilon_1 is fixed in advance.

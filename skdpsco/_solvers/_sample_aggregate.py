@@ -129,7 +129,7 @@ from scipy.spatial.distance import cdist
 from .._losses import get_loss
 from ..exceptions import PrivacyBudgetError
 from ..privacy._accounting import calibrate_analytic_gaussian
-from ..privacy._discrete import GAUSSIAN_TV_PER_DRAW
+from ..privacy._discrete import GAUSSIAN_TV_PER_DRAW, _uniform_below, uniform_sample
 from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import (
     GRID_SLACK,
@@ -541,14 +541,14 @@ def _draw_subsets_once(n, m, k, rng):
         # Uniform ordered k-tuples, a row redrawn while it has a repeat: conditioned
         # on distinct entries each row is a uniform k-subset. At most one repeated
         # pair is expected per row, so a row is accepted with probability >~ 1/e.
-        idx = np.sort(rng.integers(0, n, size=(m, k)), axis=1)
+        idx = np.sort(_uniform_below(rng, n, (m, k)), axis=1)
         bad = np.flatnonzero(np.any(idx[:, 1:] == idx[:, :-1], axis=1))
         while bad.size:
-            redo = np.sort(rng.integers(0, n, size=(bad.size, k)), axis=1)
+            redo = np.sort(_uniform_below(rng, n, (bad.size, k)), axis=1)
             idx[bad] = redo
             bad = bad[np.any(redo[:, 1:] == redo[:, :-1], axis=1)]
         return idx
-    return np.stack([np.sort(rng.choice(n, size=k, replace=False)) for _ in range(m)])
+    return np.stack([np.sort(uniform_sample(rng, n, k)) for _ in range(m)])
 
 
 def draw_subsets(n, m, k, s_nrs, rng):

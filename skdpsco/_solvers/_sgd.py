@@ -20,15 +20,17 @@ import math
 import numpy as np
 
 from ..privacy._accounting import calibrate_poisson_noise_multiplier
+from ..privacy._discrete import poisson_batches, poisson_subsample
 from ._gradient_descent import SolverResult, project_l2_ball
 
 __all__ = ["noisy_sgd", "poisson_batch"]
 
 
 def poisson_batch(n_samples, sampling_rate, rng):
-    """Indices of a Poisson batch: each of ``n`` records kept with probability ``q``."""
-    k = rng.binomial(n_samples, sampling_rate)
-    return np.sort(rng.choice(n_samples, size=k, replace=False))
+    """Indices of a Poisson batch: each of ``n`` records kept with probability ``q``
+    (from the secure source for ``random_state=None``: the amplification by
+    subsampling needs the batch secret; see :func:`poisson_subsample`)."""
+    return poisson_subsample(rng, n_samples, sampling_rate)
 
 
 def noisy_sgd(
@@ -110,8 +112,11 @@ def noisy_sgd(
         oracle = make_oracle(stage).calibrate(n, q, z)
         start = {"suffix": T // 2, "uniform": 0, "last": T - 1}[averaging]
         W_sum = np.zeros(shape)
+        # Drawn ahead in blocks from the secure source (one vectorised pass),
+        # step by step from a seeded generator.
+        batches = poisson_batches(rng, n, q, T)
         for t in range(T):
-            rows = poisson_batch(n, q, rng)
+            rows = next(batches)
             batch = design.subset(rows)
             U = loss.derivative(batch.predict(W), y[rows])
             weights = None if sample_weight is None else sample_weight[rows]

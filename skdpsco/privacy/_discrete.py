@@ -12,6 +12,9 @@ rounded to the grid and integer noise is added (see
 * :func:`truncated_negative_binomial`: the hidden number of runs of a private
   selection (Papernot & Steinke 2022), exactly, from Bernoulli trials of rational
   probabilities.
+* :func:`poisson_subsample`, :func:`uniform_sample`, :func:`bernoulli`: the
+  randomness of subsampling and stopping (whose secrecy the amplification
+  arguments need), exactly, in time proportional to the sample.
 * :func:`discrete_gaussian`: ``P[x] ~ exp(-x^2 / (2 sigma^2))`` on the integers.
   Up to a variance of ``2^17``, one draw from an alias table (Walker 1977; Vose
   1991) whose probabilities are rounded by at most ``2^-832`` (built once per
@@ -63,12 +66,16 @@ __all__ = [
     "COUPLING_SIGMA",
     "GAUSSIAN_TV_PER_DRAW",
     "SecureGenerator",
+    "bernoulli",
     "bernoulli_exp",
     "discrete_gaussian",
     "discrete_gaussian_levels",
     "discrete_laplace",
+    "poisson_batches",
+    "poisson_subsample",
     "truncated_negative_binomial",
     "uniform_permutation",
+    "uniform_sample",
 ]
 
 #: Smoothing parameter ``eta_eps(Z)`` at ``eps = 2^-800``, in standard deviations:
@@ -561,3 +568,132 @@ def truncated_negative_binomial(rng, eta, gamma):
             continue
         if all(_bernoulli_rational(rng, (l + e) / (l + r)) for l in range(k)):
             return k
+
+
+# ------------------------------------------------ subsampling and stopping coins
+
+#: Denominator ``t`` of the rational ``s / t`` that :func:`poisson_subsample` puts
+#: at or below ``-ln(1 - rate)``.
+_RATE_DENOMINATOR = 2**48
+
+
+def _geometric_exp(rng, s, t, size):
+    """``size`` draws of ``Y >= 0`` with ``P[Y = y] ~ exp(-y s / t)``, exactly.
+
+    ``X`` with ``P[X = x] ~ exp(-x / t)`` on ``x >= 0`` is Canonne, Kamath &
+    Steinke's Algorithm 2 without the sign (``U`` uniform below ``t`` kept with
+    probability ``exp(-U / t)``, plus ``t`` times a geometric count of
+    ``Bernoulli(exp(-1))`` successes); ``floor(X / s)`` sums ``s`` consecutive
+    masses, so ``P[Y = y] ~ exp(-y s / t)``.
+    """
+    out = np.empty(size, dtype=np.int64)
+    todo = np.arange(size)
+    one = np.ones(size, dtype=np.int64)
+    while todo.size:
+        k = todo.size
+        u = _uniform_below(rng, t, k)
+        keep = _bernoulli_exp_fraction(rng, u, t)
+        v = np.zeros(k, dtype=np.int64)
+        go = np.arange(k)
+        while go.size:
+            hit = _bernoulli_exp_fraction(rng, one[: go.size], 1)
+            v[go[hit]] += 1
+            go = go[hit]
+        out[todo[keep]] = ((u + t * v) // s)[keep]
+        todo = todo[~keep]
+    return out
+
+
+def poisson_subsample(rng, n, rate):
+    """Sorted indices of a Poisson subsample of ``range(n)`` (one draw of
+    :func:`poisson_batches`)."""
+    return next(poisson_batches(rng, n, rate, 1))
+
+
+#: Expected kept indices per block of batches drawn at once by
+#: :func:`poisson_batches` (one vectorised pass over the gaps of many batches).
+_POISSON_BLOCK = 2**16
+
+
+def poisson_batches(rng, n, rate, count):
+    """``count`` independent Poisson subsamples of ``range(n)`` (sorted indices).
+
+    For a :class:`SecureGenerator`, every index of every batch is kept
+    independently with probability ``q = 1 - exp(-s / t) <= rate`` (``t = 2^48``,
+    ``s`` the largest integer with ``s / t <= -ln(1 - rate) (1 - 2^-30)``, so
+    ``q >= rate (1 - 2^-29) - 2^-48``). The batches of a block are consecutive
+    stretches of ``n`` positions of one Bernoulli process whose gaps are
+    independent with ``P[gap = g] = q (1 - q)^g``, drawn exactly by
+    :func:`_geometric_exp` from OS uniform integers, in time proportional to the
+    kept indices. Sampling at a rate at most the accounted one is covered by the
+    accounting: a Poisson subsample at rate ``q`` is one at ``rate`` thinned
+    independently at ``q / rate``, and thinning the input of a mechanism (a
+    further subsampling) cannot weaken its privacy profile under add/remove, so
+    the amplified mechanism the accountant analyses dominates the one run. For a
+    seeded generator (tests), each batch is a binomial count and a uniform subset
+    of that size from the generator, drawn when asked for.
+    """
+    n, count = int(n), int(count)
+    if not getattr(rng, "secure", False):
+        for _ in range(count):
+            k = rng.binomial(n, rate)
+            yield np.sort(rng.choice(n, size=k, replace=False))
+        return
+    if rate >= 1.0 or n == 0:
+        for _ in range(count):
+            yield np.arange(n)
+        return
+    s = math.floor(-math.log1p(-rate) * _RATE_DENOMINATOR * (1.0 - 2.0**-30))
+    if s <= 0:
+        for _ in range(count):
+            yield np.zeros(0, dtype=np.intp)
+        return
+    per_block = max(1, _POISSON_BLOCK // max(1, math.ceil(n * rate)))
+    done = 0
+    while done < count:
+        steps = min(per_block, count - done)
+        span = steps * n
+        batch = max(16, math.ceil(1.2 * span * rate) + 16)
+        chunks, last = [], -1
+        while True:
+            gaps = _geometric_exp(rng, s, _RATE_DENOMINATOR, batch)
+            kept = last + np.cumsum(gaps + 1)
+            chunks.append(kept[kept < span])
+            if kept[-1] >= span:
+                break
+            last = int(kept[-1])
+        positions = np.concatenate(chunks)
+        bounds = np.searchsorted(positions, np.arange(steps + 1) * n)
+        for j in range(steps):
+            yield (positions[bounds[j] : bounds[j + 1]] - j * n).astype(np.intp)
+        done += steps
+
+
+def uniform_sample(rng, n, m):
+    """``m`` distinct indices of ``range(n)`` in uniformly random order (a uniform
+    ordered sample without replacement), exactly: for a :class:`SecureGenerator`,
+    uniform ``m``-tuples drawn again while two entries tie (each accepted with
+    probability above ``1 / e`` when ``m (m - 1) <= 2 n``), else the first ``m`` of
+    :func:`uniform_permutation`; a seeded generator's ``choice`` otherwise."""
+    n, m = int(n), int(m)
+    if not getattr(rng, "secure", False):
+        return rng.choice(n, size=m, replace=False)
+    if m * (m - 1) > 2 * n:
+        return uniform_permutation(rng, n)[:m]
+    while True:
+        draw = _uniform_below(rng, n, m)
+        if np.unique(draw).size == m:
+            return draw
+
+
+def bernoulli(rng, p):
+    """One ``Bernoulli(p)`` coin for a float ``0 <= p <= 1``: exactly ``p`` (a
+    dyadic rational) from OS uniform integers for a :class:`SecureGenerator`,
+    ``random() < p`` for a seeded generator."""
+    if not getattr(rng, "secure", False):
+        return bool(rng.random() < p)
+    if p >= 1.0:
+        return True
+    if p <= 0.0:
+        return False
+    return bool(_bernoulli_dyadic(rng, Fraction(p), 1)[0])

@@ -153,7 +153,7 @@ def test_neighbours_cost_the_same_public_number_of_gradients(loss, gradient_coun
     # n_iter iterations (one gradient each) plus the final certificate (two).
     assert gradient_counter == [public + 2, public + 2]
     # tol_w is proportional to L, so L cancels: n / (2 tol) and kappa fix the count.
-    assert public == 286  # C = hypot(1, 1/8): kappa smaller than with a column of 1
+    assert public == 321  # C = hypot(1, 1/2): kappa below that of a column of 1
 
 
 def test_released_n_iter_is_public_and_is_the_count_actually_run(gradient_counter):

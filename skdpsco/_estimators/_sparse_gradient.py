@@ -315,7 +315,9 @@ class _SparseGradientBase(DPLinearModel):
 
     def _intercept_column(self):
         """``a``: the public value of the implicit intercept column."""
-        return self.row_norm_bound / INTERCEPT_COLUMN_RATIO
+        if self.algorithm == "output_perturbation":
+            return self.row_norm_bound / INTERCEPT_COLUMN_RATIO
+        return 1.0
 
     def _public_constants(self, n_features, n_outputs):
         """``(C, s, p)``: row bound, gradient sparsity, number of parameters."""
@@ -499,11 +501,12 @@ default="output_perturbation"
         strong convexity of the whole objective only matters for output
         perturbation).
     fit_intercept : bool, default=True
-        Fit an intercept as a constant feature equal to 1. Unlike scikit-learn the
+        Fit an intercept as a constant feature (``row_norm_bound / 2`` with output
+        perturbation, 1 otherwise; see Notes). Unlike scikit-learn the
         intercept is *penalised* like the coefficients (as
         ``LogisticRegression(solver="liblinear")`` does): the sensitivity of the
         regularised minimiser needs the whole objective to be strongly convex. It
-        adds 1 to the declared sparsity and ``1`` to the squared row norm. The data
+        adds 1 to the declared sparsity and its square to the squared row norm. The data
         are never centred (centring would read the private mean).
     sparsity : int or None, default=None
         Declared number ``s`` of non-zero features per row, e.g. the number of
@@ -611,16 +614,21 @@ _SHARED_ATTRS_DOC = """
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the features, when X has string column names."""
 
-#: The implicit intercept column holds ``row_norm_bound / INTERCEPT_COLUMN_RATIO``
-#: (scikit-learn's ``intercept_scaling``), not 1: every noise scale follows the
-#: row bound ``C = sqrt(C_x^2 + a^2)``, and with ``a = C_x`` the intercept alone took
-#: half of it. Measured on one-hot data (``benchmarks/sparse_defaults.py`` data,
-#: median of 5 seeds, epsilon 1 / 4; ratio 1 -> 8): classifier n = 2e4, 8 x 50
-#: fields 0.741 / 0.847 -> 0.796 / 0.868, n = 5e3, 4 x 20 0.680 / 0.810 -> 0.788 /
-#: 0.843; regressor MSE 0.687 / 0.537 -> 0.621 / 0.453; "projection_gd" at n = 5e3,
-#: epsilon 4 0.519 -> 0.821; 12 measured as 8, 5 a little below; no loss with
-#: 88% of one class.
-INTERCEPT_COLUMN_RATIO = 8.0
+#: With output perturbation the implicit intercept column holds
+#: ``row_norm_bound / INTERCEPT_COLUMN_RATIO`` (scikit-learn's ``intercept_scaling``),
+#: not 1: its noise follows the row bound ``C = sqrt(C_x^2 + a^2)``, and with
+#: ``a = C_x`` the intercept alone took half of it; a smaller ``a`` makes the
+#: penalty (which output perturbation needs on every coordinate) weigh more on the
+#: intercept. Measured (median of 3 seeds, epsilon 1, defaults; ratio 1 / 2 / 4 /
+#: 8): one-hot classifier n = 2e4, 8 x 50 fields 0.723 / 0.773 / 0.782 / 0.788,
+#: one-hot regressor MSE 0.669 / 0.631 / 0.618 / 0.614; centred features with 12%
+#: positives, log-loss 0.350 / 0.355 / 0.367 / 0.415; sparse counts with 25%
+#: positives 0.615 / 0.610 / 0.610 / 0.616; dense regressor with an offset R^2
+#: 0.648 / 0.623 / 0.610 / 0.605. The iterative algorithms keep a column of 1: they
+#: leave the intercept unpenalised, and a column of ``a`` slows its steps ``1 /
+#: a^2``-fold (``"projection_gd"``, noise-free, 30 steps: an intercept of 3 reached
+#: 2.88 at ratio 2 and 1.33 at ratio 4) for no measured gain at the default scale.
+INTERCEPT_COLUMN_RATIO = 2.0
 
 _NOTES_DOC = """
     Notes
@@ -633,11 +641,14 @@ _NOTES_DOC = """
     (``GridSearchCV``) on private data compose: ``k`` fits cost about ``k``
     times the budget, and ``score`` on private data is not private.
 
-    The implicit intercept column holds ``a = row_norm_bound / 8`` rather than 1
-    (as scikit-learn's ``intercept_scaling``): the row bound ``C`` of every noise
-    scale includes it, and a column of 1 next to rows of norm 1 took half of
-    ``C^2``. The intercept's coefficient is ``intercept_ / a``; it counts toward
-    ``coef_norm_bound`` and the penalty as before."""
+    With ``algorithm="output_perturbation"`` the implicit intercept column holds
+    ``a = row_norm_bound / 2`` rather than 1 (as scikit-learn's
+    ``intercept_scaling``): the row bound ``C`` of the noise includes it, and a
+    column of 1 next to rows of norm 1 took half of ``C^2``. The column's
+    coefficient is ``intercept_ / a``, and it is that coefficient that counts toward
+    ``coef_norm_bound`` and the penalty (so the penalty on ``intercept_`` itself is
+    ``1 / a^2`` times that on a feature's coefficient). The other algorithms use a
+    column of 1."""
 
 _REFERENCES_DOC = """
     References
@@ -688,7 +699,8 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         clipped to it) and constrains ``||(w, b)||_2 <= coef_norm_bound``;
         ``L = (coef_norm_bound * C + target_bound) * C``; needs ``delta > 0``.
         Here ``C = sqrt(row_norm_bound^2 + fit_intercept a^2)`` with the
-        intercept column ``a = row_norm_bound / 8`` (see Notes).
+        intercept column ``a = row_norm_bound / 2`` for output perturbation, 1
+        otherwise (see Notes).
     huber_delta : float, default=1.0
         Threshold of the Huber loss, in target units (``epsilon`` of
         :class:`~sklearn.linear_model.HuberRegressor`, without its scale estimate).
@@ -858,8 +870,9 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
     loss ``L = sqrt(2) C_row`` and ``H = C_row^2 / 2`` (``||p - e_y|| <= sqrt(2)``
     and the softmax Hessian has spectral norm ``<= 1/2``; the binary constants would
     under-noise by ``sqrt(2)``), with
-    ``C_row = sqrt(row_norm_bound^2 + fit_intercept a^2)``, ``a = row_norm_bound / 8``
-    the value of the implicit intercept column (see the Notes above).
+    ``C_row = sqrt(row_norm_bound^2 + fit_intercept a^2)``, ``a`` the value of the
+    implicit intercept column (``row_norm_bound / 2`` for output perturbation, 1
+    otherwise; see the Notes above).
 {_REFERENCES_DOC}
 
     Examples

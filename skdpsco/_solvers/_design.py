@@ -1,7 +1,8 @@
 """The scale-out seam: row-chunked aggregates of a linear model's design matrix.
 
 A solver never loops over rows itself. For a linear model the per-sample gradient is
-``u_i (outer) x~_i`` with ``x~_i = [x_i, 1]`` when an intercept is fitted, so all a
+``u_i (outer) x~_i`` with ``x~_i = [x_i, a]`` (a public ``a``, 1 unless stated)
+when an intercept is fitted, so all a
 solver needs per iteration is: the linear predictions ``X~ W``, the row norms
 ``||x~_i||``, and weighted row sums ``X~^T C`` for an ``(n,)`` or ``(n, K)`` array of
 per-sample coefficients ``C``; oracles that transform every gradient entry

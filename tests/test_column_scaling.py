@@ -684,3 +684,17 @@ def test_columns_not_located_alone_are_centred_in_the_fallback_window():
         result = private_column_scaling(X, np.random.default_rng(seed), rho=rho)
         errors.append(np.median(np.abs(result.center - 5.0)))
     assert np.median(errors) < 1.5, errors
+
+
+@pytest.mark.parametrize("Est", [HeavyTailedDPRidge, skdpsco.SparseGradientDPRegressor])
+def test_a_public_center_without_an_intercept_is_refused(Est):
+    # Centred columns need an intercept: without one the released model's
+    # predictions were off by coef_ . center (0.15 on a no-intercept model).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 3))
+    y = X @ np.ones(3)
+    est = Est(scaling=(np.ones(3), np.ones(3)), fit_intercept=False, random_state=0)
+    with pytest.raises(ValueError, match="nonzero center needs fit_intercept"):
+        est.fit(X, y)
+    assert not hasattr(est, "coef_")
+    Est(scaling=(np.zeros(3), np.ones(3)), fit_intercept=False).fit(X, y)

@@ -268,6 +268,14 @@ class DPLinearModel(BaseEstimator):
                     "(center, scale) of public arrays."
                 )
             x_scaling = public_scaling(*self.scaling, d, name)
+            if not self.fit_intercept and np.any(x_scaling.center != 0):
+                # (x - c) w / s needs the intercept -c w / s, which a model
+                # without one cannot release: its predictions would be off by it.
+                raise ValueError(
+                    f"{name}: scaling=(center, scale) with a nonzero center needs "
+                    "fit_intercept=True (a centred model has an intercept); pass "
+                    "center=0 or fit_intercept=True."
+                )
             if not regression:
                 if self._unit_rows:
                     x_scaling = x_scaling.rescaled(math.sqrt(d))

@@ -599,7 +599,9 @@ _SHARED_ATTRS_DOC = """
     noise_scale_ : float or None
         Per-coordinate noise: of the released point (``"output_perturbation"``) or
         of each gradient estimate (``*_gd``); the Gaussian standard deviation, or
-        the Laplace scale when ``delta = 0``. None for the other algorithms.
+        the Laplace scale when ``delta = 0``, in the units of the scaled rows and
+        of the intercept column's coefficient (``intercept_`` carries ``a`` times
+        it, see Notes). None for the other algorithms.
     n_iter_ : int
         ``"output_perturbation"``: the public number of iterations of the
         certified solve (always run in full); ``*_gd``: the number of steps;

@@ -629,11 +629,15 @@ def poisson_batches(rng, n, rate, count):
     accounting: a Poisson subsample at rate ``q`` is one at ``rate`` thinned
     independently at ``q / rate``, and thinning the input of a mechanism (a
     further subsampling) cannot weaken its privacy profile under add/remove, so
-    the amplified mechanism the accountant analyses dominates the one run. For a
+    the amplified mechanism the accountant analyses dominates the one run; the
+    accountant's replace-one statement follows from the add/remove one by group
+    privacy, as for the accounted rate. For a
     seeded generator (tests), each batch is a binomial count and a uniform subset
     of that size from the generator, drawn when asked for.
     """
     n, count = int(n), int(count)
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"rate must be in [0, 1], got {rate!r}.")
     if not getattr(rng, "secure", False):
         for _ in range(count):
             k = rng.binomial(n, rate)
@@ -676,8 +680,12 @@ def uniform_sample(rng, n, m):
     probability above ``1 / e`` when ``m (m - 1) <= 2 n``), else the first ``m`` of
     :func:`uniform_permutation`; a seeded generator's ``choice`` otherwise."""
     n, m = int(n), int(m)
+    if not 0 <= m <= n:
+        raise ValueError(f"cannot take {m} distinct indices of range({n}).")
     if not getattr(rng, "secure", False):
         return rng.choice(n, size=m, replace=False)
+    if m == 0:
+        return np.zeros(0, dtype=np.int64)
     if m * (m - 1) > 2 * n:
         return uniform_permutation(rng, n)[:m]
     while True:

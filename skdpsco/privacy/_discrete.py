@@ -239,6 +239,24 @@ def bernoulli_exp(rng, num, den):
     return ok
 
 
+def _exp_candidates(rng, t, k):
+    """``k`` candidates ``x = U + t V`` of Canonne, Kamath & Steinke's Algorithm 2
+    and whether each is kept: ``U`` uniform below ``t``, kept with probability
+    ``exp(-U / t)``; ``V`` the failures-before-success count of ``Bernoulli(exp(-1))``
+    trials (``P[V = v] = (1 - e^-1) e^-v``). A kept ``x`` has
+    ``P[x] ~ exp(-x / t)`` on ``x >= 0``."""
+    u = _uniform_below(rng, t, k)
+    keep = _bernoulli_exp_fraction(rng, u, t)
+    one = np.ones(k, dtype=np.int64)
+    v = np.zeros(k, dtype=np.int64)
+    go = np.arange(k)
+    while go.size:
+        hit = _bernoulli_exp_fraction(rng, one[: go.size], 1)
+        v[go[hit]] += 1
+        go = go[hit]
+    return u + t * v, keep
+
+
 def discrete_laplace(rng, t, size):
     """Integers with ``P[x] ~ exp(-|x| / t)``, integer ``1 <= t <= 2^48``, exactly
     (Canonne, Kamath & Steinke 2020, Algorithm 2 with ``s = 1``).
@@ -253,20 +271,9 @@ def discrete_laplace(rng, t, size):
     m = int(np.prod(size))
     out = np.zeros(m, dtype=np.int64)
     todo = np.arange(m)
-    one = np.ones(m, dtype=np.int64)
     while todo.size:
         k = todo.size
-        u = _uniform_below(rng, t, k)
-        keep = _bernoulli_exp_fraction(rng, u, t)
-        # V: failures-before-success count of Bernoulli(exp(-1)) trials, i.e.
-        # P[V = v] = (1 - e^-1) e^-v.
-        v = np.zeros(k, dtype=np.int64)
-        go = np.arange(k)
-        while go.size:
-            hit = _bernoulli_exp_fraction(rng, one[: go.size], 1)
-            v[go[hit]] += 1
-            go = go[hit]
-        x = u + t * v
+        x, keep = _exp_candidates(rng, t, k)
         negative = _uniform_below(rng, 2, k) == 1
         accept = keep & ~(negative & (x == 0))
         out[todo[accept]] = np.where(negative, -x, x)[accept]
@@ -578,28 +585,14 @@ _RATE_DENOMINATOR = 2**48
 
 
 def _geometric_exp(rng, s, t, size):
-    """``size`` draws of ``Y >= 0`` with ``P[Y = y] ~ exp(-y s / t)``, exactly.
-
-    ``X`` with ``P[X = x] ~ exp(-x / t)`` on ``x >= 0`` is Canonne, Kamath &
-    Steinke's Algorithm 2 without the sign (``U`` uniform below ``t`` kept with
-    probability ``exp(-U / t)``, plus ``t`` times a geometric count of
-    ``Bernoulli(exp(-1))`` successes); ``floor(X / s)`` sums ``s`` consecutive
-    masses, so ``P[Y = y] ~ exp(-y s / t)``.
-    """
+    """``size`` draws of ``Y >= 0`` with ``P[Y = y] ~ exp(-y s / t)``, exactly:
+    ``floor(X / s)`` of the one-sided ``X`` of :func:`_exp_candidates` sums ``s``
+    consecutive masses of ``P[X = x] ~ exp(-x / t)``."""
     out = np.empty(size, dtype=np.int64)
     todo = np.arange(size)
-    one = np.ones(size, dtype=np.int64)
     while todo.size:
-        k = todo.size
-        u = _uniform_below(rng, t, k)
-        keep = _bernoulli_exp_fraction(rng, u, t)
-        v = np.zeros(k, dtype=np.int64)
-        go = np.arange(k)
-        while go.size:
-            hit = _bernoulli_exp_fraction(rng, one[: go.size], 1)
-            v[go[hit]] += 1
-            go = go[hit]
-        out[todo[keep]] = ((u + t * v) // s)[keep]
+        x, keep = _exp_candidates(rng, t, todo.size)
+        out[todo[keep]] = (x // s)[keep]
         todo = todo[~keep]
     return out
 

@@ -473,3 +473,17 @@ def audit(
         errors=errors_d + errors_dp,
         statistic_names=names,
     )
+
+
+def audit_within_claim(
+    estimator_class, params, dataset, neighbour, *, epsilon, delta, **audit_kwargs
+):
+    """:func:`audit` of ``estimator_class(epsilon=..., delta=..., **params)``, after
+    checking that a fit on ``neighbour`` reports spending at most the claim."""
+    factory = EstimatorFactory(
+        estimator_class, {"epsilon": epsilon, "delta": delta, **params}
+    )
+    spent = factory(0).fit(*neighbour).privacy_spent_
+    assert spent.epsilon <= epsilon * (1 + 1e-9)
+    assert spent.delta <= delta
+    return audit(factory, dataset, neighbour, delta=delta, **audit_kwargs)

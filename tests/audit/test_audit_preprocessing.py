@@ -15,7 +15,7 @@ from skdpsco.preprocessing import DPStandardScaler
 from skdpsco.preprocessing import _data as scaler_module
 from skdpsco.privacy._mechanisms import GaussianMechanism, gaussian_noise
 
-from .auditor import EstimatorFactory, audit
+from .auditor import audit_within_claim
 from .canaries import CANARY_SCALE, base_dataset
 
 #: Small test data put many variances below their noise level: expected here.
@@ -44,20 +44,15 @@ def _released(model):
 
 def _audit(params, seed=0):
     dataset, neighbour, _ = _neighbours()
-    factory = EstimatorFactory(
-        DPStandardScaler, {"epsilon": CLAIMED_EPSILON, "delta": DELTA, **params}
-    )
-    spent = factory(0).fit(neighbour[0]).privacy_spent_
-    assert spent.epsilon <= CLAIMED_EPSILON * (1 + 1e-9)
-    assert spent.delta <= DELTA
-    return audit(
-        factory,
+    return audit_within_claim(
+        DPStandardScaler,
+        params,
         dataset,
         neighbour,
+        epsilon=CLAIMED_EPSILON,
+        delta=DELTA,
         statistic=_released,
         n_runs=N_RUNS,
-        delta=DELTA,
-        alpha=0.05,
         seed=seed,
     )
 

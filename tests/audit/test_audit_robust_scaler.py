@@ -15,7 +15,7 @@ import pytest
 
 from skdpsco.preprocessing import DPRobustScaler
 
-from .auditor import EstimatorFactory, audit
+from .auditor import audit_within_claim
 from .test_audit_scaling import _noise_free_histogram
 
 CLAIMED_EPSILON = 1.0
@@ -46,18 +46,15 @@ def _pair(kind, n=2000):
 
 def _audit(kind, seed):
     dataset, neighbour = _pair(kind)
-    factory = EstimatorFactory(
-        DPRobustScaler, {"epsilon": CLAIMED_EPSILON, "delta": DELTA}
-    )
-    spent = factory(0).fit(neighbour[0]).privacy_spent_
-    assert spent.epsilon <= CLAIMED_EPSILON * (1 + 1e-9)
-    return audit(
-        factory,
+    return audit_within_claim(
+        DPRobustScaler,
+        {},
         dataset,
         neighbour,
+        epsilon=CLAIMED_EPSILON,
+        delta=DELTA,
         statistic=_released,
         n_runs=N_RUNS,
-        delta=DELTA,
         seed=seed,
     )
 

@@ -18,6 +18,8 @@ from skdpsco._column_scaling import (
     _Budget,
     _fallback_share,
     _signed_windows,
+    _trimmed_edges,
+    bin_upper_edge,
     magnitude_bins,
     magnitude_histogram,
     private_column_scaling,
@@ -120,6 +122,19 @@ def test_one_signed_columns_get_a_window_on_their_side_and_mixed_ones_a_symmetri
     # two-signed column's window is symmetric about 0.
     assert 0 < bottoms[0] <= np.percentile(X[:, 0], 10)
     assert bottoms[2] == 0
+
+
+def test_an_end_bin_lifted_by_its_noise_does_not_hold_the_window_open():
+    # Bins 10..12 with noisy counts 300, 300, 150 and 400 zeros: as raw counts the
+    # top bin is kept (150 > a cut of 10% of 1150), but not once each count is
+    # lowered by one noise standard deviation of 80 (70 <= a cut of 10% of 830).
+    # The lower end keeps its bins either way (the zeros are not rare).
+    row = np.zeros(20)
+    row[10:13] = [300.0, 300.0, 150.0]
+    bottom, top = _trimmed_edges(row, 400.0, 10, 12, noise=0.0)
+    assert (bottom, top) == (0.0, bin_upper_edge(13))
+    bottom, top = _trimmed_edges(row, 400.0, 10, 12, noise=80.0)
+    assert (bottom, top) == (0.0, bin_upper_edge(12))
 
 
 def test_a_column_at_an_offset_gets_the_window_of_its_bulk():

@@ -623,3 +623,21 @@ def test_constraint_parameter_errors_name_the_estimator():
         GaussianWidthDPRegressor(scaling="none", constraint="k_sparse", k=10).fit(
             X, X[:, 0]
         )
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_fit_never_writes_into_the_users_sparse_matrix(fmt, algorithm):
+    # A canonical matrix is used as given (no copy), so nothing may write into it.
+    rng = np.random.default_rng(3)
+    X = sp.random(150, 12, density=0.3, random_state=3, format=fmt)
+    X.data[:3] = [1e300, -1e-310, 0.0]
+    y = rng.normal(size=150)
+    assert X.has_canonical_format
+    data, indices, indptr = X.data.copy(), X.indices.copy(), X.indptr.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        GaussianWidthDPRegressor(algorithm=algorithm, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(X.data, data)
+    np.testing.assert_array_equal(X.indices, indices)
+    np.testing.assert_array_equal(X.indptr, indptr)

@@ -180,6 +180,26 @@ def test_every_algorithm_runs_within_its_budget(Est, algorithm):
     assert est.predict(X).shape == (120,)
 
 
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+@pytest.mark.parametrize(
+    "algorithm", ["output_perturbation", "projection_gd", "l1_recovery_gd"]
+)
+def test_fit_never_writes_into_the_users_sparse_matrix(fmt, algorithm):
+    # A canonical matrix is used as given (no copy), so nothing may write into it.
+    X, y = _sparse_regression(n=200, d=30, seed=5)
+    X = X.asformat(fmt)
+    X.data[:5] = [1e300, -1e300, 1e-310, 0.0, 7.0]
+    X.sort_indices()
+    assert X.has_canonical_format
+    data, indices, indptr = X.data.copy(), X.indices.copy(), X.indptr.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        SparseGradientDPRegressor(algorithm=algorithm, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(X.data, data)
+    np.testing.assert_array_equal(X.indices, indices)
+    np.testing.assert_array_equal(X.indptr, indptr)
+
+
 # ------------------------------------------------------------ row enforcement
 
 

@@ -395,8 +395,9 @@ class DPLinearModel(BaseEstimator):
 
 
 def canonical_sparse(X, name):
-    """A copy of sparse ``X`` with duplicate entries summed, saturated to the
-    float range.
+    """Sparse ``X`` with duplicate entries summed, saturated to the float range: a
+    copy where ``X`` may hold duplicates, ``X`` itself otherwise (every stored value
+    is finite, and nothing downstream writes into ``X``).
 
     A matrix's value at a position is the sum of its stored duplicates, so every
     bound and statistic is computed on the summed values. Each stored entry is
@@ -405,6 +406,8 @@ def canonical_sparse(X, name):
     holding such a record and not on its neighbour (one bit about the record).
     Every mechanism bounds a record's influence whatever its values.
     """
+    if X.has_canonical_format:
+        return X
     X = X.copy()
     with np.errstate(over="ignore", invalid="ignore"):
         X.sum_duplicates()

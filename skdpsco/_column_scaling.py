@@ -136,9 +136,11 @@ _FALLBACK_WINDOW = 1.0
 #: columns) and at most 0.67 elsewhere, but for 1 or 2 located columns (iris,
 #: grunfeld, star98), hence the 5. Measured (``benchmarks/real_data.py``, 25
 #: splits): digits 0.574 / 0.793 / 0.883 -> 0.624 / 0.846 / 0.907 at epsilon
-#: 0.5 / 1 / 2, no other dataset moved. (With the zoom levels, where the second
-#: moment is released, a window is four spreads wide and 0.3 of it says little:
-#: randhie's 0/1 columns looked like its shared scale of 5.3.)
+#: 0.5 / 1 / 2, no other dataset moved; with every column's window on the side
+#: of 0 of most located columns (:func:`_shared_side`), 0.637 / 0.848 / 0.909.
+#: (With the zoom levels, where the second moment is released, a window is four
+#: spreads wide and 0.3 of it says little: randhie's 0/1 columns looked like its
+#: shared scale of 5.3.)
 _ONE_UNIT_FACTOR, _ONE_UNIT_SHARE, _ONE_UNIT_MIN_COLUMNS = 4.0, 0.75, 5
 #: Shares of the scaling budget the shared fallback scale may take (the smallest
 #: that locates it, :func:`_fallback_share`).
@@ -581,7 +583,9 @@ def private_column_scaling(
         if not second and _one_unit(half[found], shared_scale):
             # Every column in the shared unit: the fallback window for all, on
             # the side of 0 of a located one-signed column ([0, 2K s]; the
-            # others' sides are 0).
+            # others' sides are 0), or of every column where the located ones
+            # are mostly of one sign and none of the other.
+            sides = _shared_side(sides, found)
             found = np.zeros(d, dtype=bool)
         # A column whose own bulk was not found takes the window +-K times the
         # shared fallback scale (a released value): its centre then comes from
@@ -628,6 +632,18 @@ def _one_unit(located_halves, shared_scale):
     ratio = _WINDOW_SCALE * located_halves / shared_scale
     close = (ratio <= _ONE_UNIT_FACTOR) & (ratio >= 1.0 / _ONE_UNIT_FACTOR)
     return bool(np.mean(close) >= _ONE_UNIT_SHARE)
+
+
+def _shared_side(sides, found):
+    """Sides of the windows of columns in one unit: every column's on the side of
+    0 where at least :data:`_ONE_UNIT_SHARE` of the located columns are
+    one-signed on it and none on the other (pixels, counts), else each located
+    column's own (0 for the others). Post-processing of released values."""
+    located = sides[found]
+    for side in (1, -1):
+        if np.mean(located == side) >= _ONE_UNIT_SHARE and not np.any(located == -side):
+            return np.full(sides.shape, side)
+    return sides
 
 
 def _located_windows(X, budget, unit, center, levels, rng, name):

@@ -18,6 +18,7 @@ from skdpsco._column_scaling import (
     _Budget,
     _fallback_share,
     _one_unit,
+    _shared_side,
     _signed_windows,
     _trimmed_edges,
     bin_upper_edge,
@@ -146,6 +147,19 @@ def test_one_unit_rule_needs_most_of_at_least_five_located_columns_near_the_shar
     # Four located columns say too little, however close.
     assert not _one_unit(np.array([20.0, 20.0, 20.0, 20.0]), 8.0)
     assert not _one_unit(np.array([]), 8.0)
+
+
+def test_columns_in_one_unit_share_the_side_of_most_located_columns():
+    found = np.array([True] * 8 + [False] * 2)
+    # 6 of 8 located nonnegative, 2 two-signed, none negative: all nonnegative.
+    sides = np.array([1] * 6 + [0, 0] + [0, 0])
+    assert _shared_side(sides, found).tolist() == [1] * 10
+    # One located negative column: each keeps its own side.
+    sides = np.array([1] * 7 + [-1] + [0, 0])
+    assert _shared_side(sides, found).tolist() == sides.tolist()
+    # Half nonnegative: each keeps its own side.
+    sides = np.array([1] * 4 + [0] * 4 + [0, 0])
+    assert _shared_side(sides, found).tolist() == sides.tolist()
 
 
 def test_pixels_share_one_scale_and_heterogeneous_columns_keep_their_own():

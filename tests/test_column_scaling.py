@@ -14,6 +14,7 @@ from sklearn.linear_model import LogisticRegression, Ridge
 import skdpsco
 from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
 from skdpsco._column_scaling import (
+    _TRIM_NOISE_SIGMAS,
     N_BINS,
     _Budget,
     _fallback_share,
@@ -129,13 +130,14 @@ def test_one_signed_columns_get_a_window_on_their_side_and_mixed_ones_a_symmetri
 def test_an_end_bin_lifted_by_its_noise_does_not_hold_the_window_open():
     # Bins 10..12 with noisy counts 300, 300, 150 and 400 zeros: as raw counts the
     # top bin is kept (150 > a cut of 10% of 1150), but not once each count is
-    # lowered by one noise standard deviation of 80 (70 <= a cut of 10% of 830).
-    # The lower end keeps its bins either way (the zeros are not rare).
+    # lowered by 80 (the public number of noise standard deviations times the
+    # noise's): 70 <= a cut of 10% of 830. The lower end keeps its bins either
+    # way (the zeros are not rare).
     row = np.zeros(20)
     row[10:13] = [300.0, 300.0, 150.0]
     bottom, top = _trimmed_edges(row, 400.0, 10, 12, noise=0.0)
     assert (bottom, top) == (0.0, bin_upper_edge(13))
-    bottom, top = _trimmed_edges(row, 400.0, 10, 12, noise=80.0)
+    bottom, top = _trimmed_edges(row, 400.0, 10, 12, noise=80.0 / _TRIM_NOISE_SIGMAS)
     assert (bottom, top) == (0.0, bin_upper_edge(12))
 
 

@@ -14,7 +14,9 @@ from sklearn.linear_model import LogisticRegression, Ridge
 import skdpsco
 from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
 from skdpsco._column_scaling import (
+    _LONE_COLUMN_WIDTHS,
     _TRIM_NOISE_SIGMAS,
+    _WIDTHS,
     N_BINS,
     _Budget,
     _fallback_share,
@@ -125,6 +127,24 @@ def test_one_signed_columns_get_a_window_on_their_side_and_mixed_ones_a_symmetri
     # two-signed column's window is symmetric about 0.
     assert 0 < bottoms[0] <= np.percentile(X[:, 0], 10)
     assert bottoms[2] == 0
+
+
+def test_a_lone_column_in_one_magnitude_bin_is_located_by_a_run_of_one_bin():
+    # 300 values in [8, 16) at a histogram budget where the threshold of a run of
+    # three bins (4 sqrt(3) noise standard deviations = 400) exceeds n, but that
+    # of one bin (231) does not. Over 200 seeds: located 30% of the time with runs
+    # of three and seven, 80% with the lone-column widths.
+    X = np.random.default_rng(0).uniform(9.0, 15.0, size=(300, 1))
+    mech = _Budget(rho=3e-4).mechanism(1, (np.sqrt(2.0), 2.0), 1.0, "test")
+    counts = magnitude_histogram(X, signed=True)
+    located = {_WIDTHS: 0, _LONE_COLUMN_WIDTHS: 0}
+    for seed in range(40):
+        noisy = mech.release(counts, np.random.default_rng(seed))
+        for widths in located:
+            tops, sides, _ = _signed_windows(noisy, mech, widths)
+            located[widths] += bool(np.isfinite(tops[0]) and sides[0] == 1)
+    assert located[_WIDTHS] <= 20
+    assert located[_LONE_COLUMN_WIDTHS] >= 24
 
 
 def test_an_end_bin_lifted_by_its_noise_does_not_hold_the_window_open():

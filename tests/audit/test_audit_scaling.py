@@ -63,8 +63,9 @@ def _outlier_pair(n=200):
 
 def _threshold_pair(n=400):
     """``D``: a bulk of ``floor(T)`` records in one magnitude bin, where ``T`` is the
-    public detection threshold of a run of three bins, the rest at 0; ``D'`` moves
-    one zero into the bulk, onto the threshold."""
+    public detection threshold of the narrowest run searched for a lone column
+    (one bin), the rest at 0; ``D'`` moves one zero into the bulk, onto the
+    threshold."""
     # The histogram's noise is public (n, d and the budget): read it off a release.
     records = private_column_scaling(
         np.zeros((n, 1)), np.random.default_rng(0), rho=RHO
@@ -72,7 +73,8 @@ def _threshold_pair(n=400):
     (record,) = [r for r in records.records if r.name == "column magnitude histogram"]
     mech = GaussianMechanism(record.sensitivity, record.scale)
     bin_of_bulk = scaling_module.magnitude_bins(np.array([1.5]))[0]
-    threshold = scaling_module._thresholds(mech, 3)[bin_of_bulk]
+    width = min(scaling_module._LONE_COLUMN_WIDTHS)
+    threshold = scaling_module._thresholds(mech, width)[bin_of_bulk]
     bulk = int(math.floor(threshold))
     assert bulk < threshold <= bulk + 1 < n
     X = np.zeros((n, 1))

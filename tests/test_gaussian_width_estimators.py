@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _sparse_input import assert_fit_leaves_matrix_unchanged
 from scipy import optimize, special
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -633,11 +634,6 @@ def test_fit_never_writes_into_the_users_sparse_matrix(fmt, algorithm):
     X = sp.random(150, 12, density=0.3, random_state=3, format=fmt)
     X.data[:3] = [1e300, -1e-310, 0.0]
     y = rng.normal(size=150)
-    assert X.has_canonical_format
-    data, indices, indptr = X.data.copy(), X.indices.copy(), X.indptr.copy()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        GaussianWidthDPRegressor(algorithm=algorithm, random_state=0).fit(X, y)
-    np.testing.assert_array_equal(X.data, data)
-    np.testing.assert_array_equal(X.indices, indices)
-    np.testing.assert_array_equal(X.indptr, indptr)
+    assert_fit_leaves_matrix_unchanged(
+        GaussianWidthDPRegressor(algorithm=algorithm, random_state=0), X, y
+    )

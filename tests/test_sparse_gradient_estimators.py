@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _sparse_input import assert_fit_leaves_matrix_unchanged
 from scipy import optimize
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression, Ridge
@@ -190,14 +191,9 @@ def test_fit_never_writes_into_the_users_sparse_matrix(fmt, algorithm):
     X = X.asformat(fmt)
     X.data[:5] = [1e300, -1e300, 1e-310, 0.0, 7.0]
     X.sort_indices()
-    assert X.has_canonical_format
-    data, indices, indptr = X.data.copy(), X.indices.copy(), X.indptr.copy()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        SparseGradientDPRegressor(algorithm=algorithm, random_state=0).fit(X, y)
-    np.testing.assert_array_equal(X.data, data)
-    np.testing.assert_array_equal(X.indices, indices)
-    np.testing.assert_array_equal(X.indptr, indptr)
+    assert_fit_leaves_matrix_unchanged(
+        SparseGradientDPRegressor(algorithm=algorithm, random_state=0), X, y
+    )
 
 
 # ------------------------------------------------------------ row enforcement

@@ -82,6 +82,7 @@ import scipy.sparse as sp
 
 from ._solvers._design import LinearDesign
 from .privacy._mechanisms import GaussianMechanism, LaplaceMechanism
+from .utils._sparse import fresh_view
 
 __all__ = [
     "ColumnQuantiles",
@@ -447,7 +448,12 @@ def _row_norms(X):
     """l2 norms of the rows of ``X`` (duplicate sparse entries summed), finite: a
     norm past the float range is the largest float. In row chunks: the
     temporaries stay a few MiB whatever the size of ``X``."""
-    return np.minimum(LinearDesign(X, False).row_norms(), _FMAX)
+    return np.minimum(LinearDesign(_by_rows(X), False).row_norms(), _FMAX)
+
+
+def _by_rows(X):
+    """``X`` itself, or CSR for CSC input (slicing CSC rows scans every entry)."""
+    return X.tocsr() if sp.issparse(X) and X.format != "csr" else X
 
 
 def _row_nonzeros(X):
@@ -455,10 +461,11 @@ def _row_nonzeros(X):
     explicitly stored 0 is not a non-zero), in row chunks."""
     if not sp.issparse(X):
         return np.count_nonzero(X, axis=1).astype(float)
+    X = _by_rows(X)
     design = LinearDesign(X, False)
     counts = np.empty(X.shape[0])
     for rows in design._chunks():
-        block = sp.csr_matrix(X[rows])
+        block = fresh_view(sp.csr_matrix(X[rows]))
         if not block.has_canonical_format:
             block = block.copy()
             with np.errstate(over="ignore", invalid="ignore"):

@@ -28,6 +28,8 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from .utils._sparse import fresh_view
+
 __all__ = ["ROW_BOUND_SLACK", "enforce_row_bounds", "row_l1_l2_norms"]
 
 _METHODS = ("clip_l1", "truncate")
@@ -49,7 +51,9 @@ _DENSE_CHUNK_ENTRIES = 2**20
 
 
 def _canonical(X):
-    """CSR/CSC without duplicate entries (a copy only when duplicates may exist)."""
+    """CSR/CSC without duplicate entries (a copy only when duplicates may exist;
+    the format flag computed afresh, :func:`~skdpsco.utils._sparse.fresh_view`)."""
+    X = fresh_view(X)
     if not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()

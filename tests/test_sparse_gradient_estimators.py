@@ -196,6 +196,32 @@ def test_fit_never_writes_into_the_users_sparse_matrix(fmt, algorithm):
     )
 
 
+def test_a_stale_canonical_flag_does_not_let_duplicates_past_the_row_bound():
+    # scipy caches has_canonical_format; writing duplicates into X.indices after it
+    # was read leaves True on a matrix with duplicates. The row map must still see
+    # the summed values (10 copies of 1e6 in one column: a row norm of 1e7, which
+    # the products with X see), not ten entries of 1e6 each.
+    from skdpsco._estimators._base import canonical_sparse
+
+    X, _ = _sparse_regression(n=50, d=20, nnz=10, seed=2)
+    X.sort_indices()
+    assert X.has_canonical_format  # cached now
+    lo, hi = X.indptr[3], X.indptr[4]
+    X.indices[lo:hi] = X.indices[lo]
+    X.data[lo:hi] = 1e6
+    assert X.has_canonical_format  # stale
+    summed = canonical_sparse(X, "test")
+    np.testing.assert_array_equal(summed.toarray(), X.toarray())
+    assert summed.nnz == X.nnz - (hi - lo - 1)
+    for Z in (X, X.tocsc()):
+        out = enforce_row_bounds(Z, sparsity=None, row_norm_bound=1.0)
+        dense = out.toarray()
+        assert np.linalg.norm(dense, axis=1).max() <= 1.0 + 1e-12
+        # The map acts on the matrix's values: row 3 is e_j, the others unscaled
+        # (their norms were at most 1 already) or scaled down.
+        np.testing.assert_allclose(np.abs(dense[3]).sum(), 1.0)
+
+
 # ------------------------------------------------------------ row enforcement
 
 

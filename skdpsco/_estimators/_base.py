@@ -37,6 +37,7 @@ from ..privacy._params import (
     check_privacy_params,
 )
 from ..utils._compat import StrOptions, _fit_context, check_is_fitted, validate_data
+from ..utils._sparse import fresh_view
 
 __all__ = [
     "DPClassifierMixin",
@@ -396,8 +397,9 @@ class DPLinearModel(BaseEstimator):
 
 def canonical_sparse(X, name):
     """Sparse ``X`` with duplicate entries summed, saturated to the float range: a
-    copy where ``X`` may hold duplicates, ``X`` itself otherwise (every stored value
-    is finite, and nothing downstream writes into ``X``).
+    copy where ``X`` may hold duplicates, otherwise a new object over ``X``'s own
+    arrays (every stored value is finite, and nothing downstream writes into them)
+    whose format flag is computed afresh (:func:`~skdpsco.utils._sparse.fresh_view`).
 
     A matrix's value at a position is the sum of its stored duplicates, so every
     bound and statistic is computed on the summed values. Each stored entry is
@@ -406,6 +408,7 @@ def canonical_sparse(X, name):
     holding such a record and not on its neighbour (one bit about the record).
     Every mechanism bounds a record's influence whatever its values.
     """
+    X = fresh_view(X)
     if X.has_canonical_format:
         return X
     X = X.copy()

@@ -16,6 +16,8 @@ scipy.sparse row blocks; a dask-backed design would implement the same methods
 import numpy as np
 import scipy.sparse as sp
 
+from ..utils._sparse import fresh_view
+
 __all__ = [
     "LinearDesign",
     "row_clip_scales",
@@ -36,7 +38,7 @@ def _summed_csr(X):
     than becoming ``inf`` (each stored value is finite, and a record must not turn
     into ``inf`` or NaN downstream). A copy only when duplicates may exist.
     """
-    X = sp.csr_matrix(X)
+    X = fresh_view(sp.csr_matrix(X))
     if not X.has_canonical_format:
         X = X.copy()
         with np.errstate(over="ignore", invalid="ignore"):

@@ -652,7 +652,9 @@ def _one_unit(located_halves, shared_scale):
     fallback scale)."""
     if located_halves.size < _ONE_UNIT_MIN_COLUMNS:
         return False
-    ratio = _WINDOW_SCALE * located_halves / shared_scale
+    # Released values only; a ratio past the float range is inf (not close).
+    with np.errstate(over="ignore", under="ignore"):
+        ratio = _WINDOW_SCALE * located_halves / shared_scale
     close = (ratio <= _ONE_UNIT_FACTOR) & (ratio >= 1.0 / _ONE_UNIT_FACTOR)
     return bool(np.mean(close) >= _ONE_UNIT_SHARE)
 

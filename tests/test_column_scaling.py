@@ -166,6 +166,11 @@ def test_one_unit_rule_needs_most_of_at_least_five_located_columns_near_the_shar
     # h = 200 gives 60 (7.5x off).
     assert _one_unit(np.array([20.0, 40.0, 10.0, 20.0, 200.0]), 8.0)
     assert not _one_unit(np.array([20.0, 40.0, 10.0, 200.0, 200.0]), 8.0)
+    # Ratios past the float range are far, without a floating-point warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not _one_unit(np.full(6, 1.7e308), 2.0**-1000)
+        assert not _one_unit(np.full(6, 1e-300), 1e300)
     # Four located columns say too little, however close.
     assert not _one_unit(np.array([20.0, 20.0, 20.0, 20.0]), 8.0)
     assert not _one_unit(np.array([]), 8.0)

@@ -1,11 +1,10 @@
 """Smooth-sensitivity trimmed mean oracle (Wang et al. 2020, Algorithms 2-3).
 
-Worked numbers of Algorithm 3's calibration (n = 1e5, d = 10, T = 10, eps = 1,
-delta = 1e-5); the t-smooth bound S of skdpsco._mean_estimation._trimmed_mean (>=
-the brute-force local sensitivity, t-smooth over replace-one neighbours), with the
-scale printed in Algorithm 2, line 1, as a documented negative test (it is not
-t-smooth); the range eps0 <= 1 of Theorem 3 (Bun & Steinke's arsinh-normal
-guarantee); the sinh noise law and the non-private limit.
+The t-smooth bound S of skdpsco._mean_estimation._trimmed_mean (>= the brute-force
+local sensitivity, t-smooth over replace-one neighbours), with the scale printed in
+Algorithm 2, line 1, as a documented negative test (it is not t-smooth); the
+propose-test-release on the grid (worked parameters, the released bound above S,
+the noise law at the released bound), its records and the non-private limit.
 """
 
 import math
@@ -20,6 +19,7 @@ from skdpsco._mean_estimation._trimmed_mean import (
     SmoothSensitivityTrimmedMeanOracle,
     _accurate_sum,
     default_trim_count,
+    ptr_parameters,
     trimmed_mean,
     trimmed_mean_smooth_sensitivity,
 )
@@ -27,12 +27,8 @@ from skdpsco._solvers import LinearDesign
 from skdpsco.privacy import (
     PrivacySpent,
     account_records,
-    approx_dp_to_zcdp,
-    zcdp_to_approx_dp,
+    calibrate_analytic_gaussian,
 )
-from skdpsco.privacy._mechanisms import arsinh_normal_noise
-
-SINH_STD = math.sqrt((math.e**2 - 1) / 2)  # std of sinh(N(0, 1)) = 1.7873
 
 
 def reference_smooth_sens(z, m, a, b, t):
@@ -81,42 +77,6 @@ def neighbours(rng, x):
     rows = np.arange(out.shape[0])
     out[rows, np.repeat(np.arange(len(x)), len(values))] = np.tile(values, len(x))
     return out
-
-
-# ------------------------------------------------------------------ worked numbers
-
-
-def test_worked_numbers_of_algorithm_3():
-    # n = 1e5, d = 10, T = 10, eps = 1, delta = 1e-5; one call gets rho / T, p = d.
-    rho = approx_dp_to_zcdp(1.0, 1e-5)
-    assert rho == pytest.approx(0.02081994, rel=1e-6)
-    assert math.sqrt(2 * rho) == pytest.approx(0.2040585, rel=1e-6)  # eps~_3
-    with pytest.warns(UserWarning, match="capped"):
-        oracle = SmoothSensitivityTrimmedMeanOracle().calibrate(
-            100_000, rho / 10, (10,)
-        )
-    assert oracle.epsilon0_ == pytest.approx(0.02040585, rel=1e-6)
-    assert oracle.smoothness_ == pytest.approx(2.6025e-5, rel=1e-4)
-    assert oracle.noise_divisor_ == pytest.approx(0.00510146, rel=1e-6)
-    # ceil(ln(1e5) / t_SS) = 442,380 > (n - 1) / 4: default_trim_count's cap binds.
-    assert math.log(1e5) / oracle.smoothness_ == pytest.approx(442_380, rel=1e-4)
-    assert oracle.trim_count_ == 24_999
-    assert oracle.mean_bounds_ == (-1.0, 1.0)
-    assert oracle.rho_ == rho / 10
-
-
-def test_default_trim_count_rule():
-    # eps0 = 1: t = 1/16, m = ceil(16 ln n) = 185 at n = 1e5, no cap, no warning.
-    assert default_trim_count(100_000, 1 / 16) == (185, False)
-    assert default_trim_count(100, 1e-3) == (24, True)
-    assert default_trim_count(4, 1 / 16) == (0, True)  # n < 5: no trimming
-    assert default_trim_count(1, 1 / 16) == (0, False)
-    assert default_trim_count(1000, math.inf) == (0, False)  # testing mode
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        oracle = SmoothSensitivityTrimmedMeanOracle().calibrate(100_000, 5.0, (10,))
-    assert oracle.epsilon0_ == 1.0 and oracle.trim_count_ == 185
-    assert oracle.calibrate(100, math.inf, (3,)).trim_count_ == 0
 
 
 # ------------------------------------------------------------ the t-smooth bound S
@@ -246,10 +206,14 @@ def test_accurate_sum_is_correctly_rounded_on_cancelling_data():
 # ------------------------------------------------------------------- the oracle
 
 
-def _oracle(n, rho, shape, **kwargs):
+def _oracle(n, epsilon, shape, delta=1e-6, **kwargs):
+    """Calibrated oracle; ``epsilon = inf`` is the non-private testing mode."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        return SmoothSensitivityTrimmedMeanOracle(**kwargs).calibrate(n, rho, shape)
+        oracle = SmoothSensitivityTrimmedMeanOracle(**kwargs)
+        if math.isinf(epsilon):
+            return oracle.calibrate(n, math.inf, shape)
+        return oracle.calibrate(n, None, shape, epsilon=epsilon, delta=delta)
 
 
 def _gradients(X, U, fit_intercept=True):
@@ -257,14 +221,83 @@ def _gradients(X, U, fit_intercept=True):
     return U[:, None] * Xt if U.ndim == 1 else Xt[:, :, None] * U[:, None, :]
 
 
-def test_estimate_is_trimmed_mean_plus_scaled_sinh_noise():
-    # The release is exactly clamp(trimmed mean) + (max(S, floor) / s_AN) sinh(Y)
-    # per coordinate, with Y drawn once (p values) from the given generator.
+def test_ptr_parameters_worked_numbers():
+    # One call at (0.1, 1e-6) on p = 10 coordinates.
+    eps, delta, p = 0.1, 1e-6, 10
+    params = ptr_parameters(eps, delta, p)
+    eps1, eps2 = eps / 4, eps - eps / 4
+    delta_fail, delta1 = delta / 2, delta / 4 * math.exp(-eps2) * (1 - 2.0**-20)
+    c1 = calibrate_analytic_gaussian(eps1, delta1, 1.0)
+    log_tail = math.log(p / delta_fail)
+    t = 1.0 / (math.sqrt(p) * c1 * math.sqrt(2 * log_tail))
+    assert params.smoothness == pytest.approx(t, rel=1e-15)
+    assert params.delta_fail == delta_fail
+    bound = params.bound_mechanism
+    assert bound.sensitivity == pytest.approx((t + 2.0**-40) * math.sqrt(p), rel=1e-15)
+    assert bound.sensitivity / bound.sigma == pytest.approx(
+        1 / c1, rel=1e-9
+    )  # (eps1, delta1)
+    # The margin is a few noise deviations of the bound (about 1 by the choice of t).
+    assert 1.0 < params.log_margin < 1.1
+    assert params.log_margin > bound.sigma * math.sqrt(2 * log_tail)
+    value = params.value_mechanism
+    assert value.sensitivity == pytest.approx(math.sqrt(p) * (1 + 2.0**-16))
+    # The deltas of the proof fit in delta; the value's is about a quarter of it.
+    eps2_delta = epsilon_for_gaussian(value.sensitivity, value.sigma, delta)
+    assert eps2_delta < eps
+    assert delta_fail + math.exp(eps2) * delta1 + delta / 4 * (1 - 2.0**-20) <= delta
+    for bad in [(0.0, 1e-6), (math.inf, 1e-6), (1.0, 0.0), (1.0, 1.0), (True, 0.1)]:
+        with pytest.raises(ValueError):
+            ptr_parameters(*bad, 3)
+
+
+def epsilon_for_gaussian(sensitivity, sigma, delta):
+    """The smallest epsilon of N(0, sigma^2) at sensitivity Delta and delta (Balle &
+    Wang 2018), by bisection on the exact delta(epsilon)."""
+
+    def delta_of(e):
+        r = sensitivity / sigma
+        return stats.norm.cdf(r / 2 - e / r) - math.exp(e) * stats.norm.cdf(
+            -r / 2 - e / r
+        )
+
+    lo, hi = 0.0, 50.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if delta_of(mid) <= delta else (mid, hi)
+    return hi
+
+
+def test_default_trim_count_rule():
+    assert default_trim_count(100_000, 1 / 16) == (185, False)
+    assert default_trim_count(100, 1e-3) == (24, True)
+    assert default_trim_count(4, 1 / 16) == (0, True)  # n < 5: no trimming
+    assert default_trim_count(1, 1 / 16) == (0, False)
+    assert default_trim_count(1000, math.inf) == (0, False)  # testing mode
+    # The oracle's default: ceil(ln(n) / t) with its smoothness, capped (a warning).
+    with pytest.warns(UserWarning, match="capped"):
+        oracle = SmoothSensitivityTrimmedMeanOracle().calibrate(
+            100_000, None, (10,), epsilon=0.1, delta=1e-6
+        )
+    assert oracle.trim_count_ == 24_999
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        big = SmoothSensitivityTrimmedMeanOracle().calibrate(
+            10**6, None, (1,), epsilon=50.0, delta=1e-3
+        )
+    assert big.trim_count_ == math.ceil(math.log(10**6) / big.smoothness_)
+    assert _oracle(100, math.inf, (3,)).trim_count_ == 0
+
+
+def test_estimate_is_the_ptr_release():
+    # The release is exactly S_hat * value(clamp(trimmed mean) / S_hat) with
+    # S_hat = clip(exp(bound(ln max(S, floor)) + mu), floor, b - a), the two grid
+    # releases drawn in this order from the given generator.
     rng = np.random.default_rng(6)
     n, d, m = 200, 3, 10
     X = rng.standard_cauchy((n, d))
     U = rng.standard_normal(n)
-    oracle = _oracle(n, 0.05, (d + 1,), trim_count=m, clip_noisy_mean=False)
+    oracle = _oracle(n, 0.5, (d + 1,), trim_count=m, clip_noisy_mean=False)
     out = oracle.estimate(
         LinearDesign(X, True, chunk_rows=17), U, np.random.default_rng(7)
     )
@@ -272,64 +305,87 @@ def test_estimate_is_trimmed_mean_plus_scaled_sinh_noise():
     a, b = oracle.mean_bounds_
     S = trimmed_mean_smooth_sensitivity(G, m, b - a, oracle.smoothness_)
     S = np.maximum(S, oracle.min_smooth_sensitivity_)
-    noise = np.sinh(np.random.default_rng(7).standard_normal(d + 1))
-    expected = trimmed_mean(G, m, a, b) + S / oracle.noise_divisor_ * noise
-    np.testing.assert_allclose(out, expected, rtol=1e-12)
-    assert oracle.epsilon0_ == pytest.approx(math.sqrt(2 * 0.05 / (d + 1)))
+    params = ptr_parameters(0.5, 1e-6, d + 1)
+    gen = np.random.default_rng(7)
+    L = params.bound_mechanism.release(np.log(S), gen)
+    s_hat = np.clip(np.exp(L + params.log_margin), oracle.min_smooth_sensitivity_, 2.0)
+    means = trimmed_mean(G, m, a, b)
+    expected = s_hat * params.value_mechanism.release(means / s_hat, gen)
+    np.testing.assert_array_equal(out, expected)
+    assert oracle.log_margin_ == params.log_margin
 
 
-def test_noise_law_is_sinh_of_a_standard_normal():
-    # Constant data (every g_ij = 0.25): the trimmed mean is 0.25, every A^(k) = 0,
-    # so S = e^{-m t} (b - a) exactly and (out - 0.25) s_AN / S ~ sinh(N(0, 1)).
-    n, p, m = 20, 100, 2
+def test_released_bound_is_above_the_smooth_bound():
+    # The margin: over many releases of ln S (p = 50 coordinates), L + mu >= ln S
+    # every time (failure probability delta_fail = 5e-7 per call), and S_hat is
+    # about e^mu S (the margin is not vacuous either).
+    params = ptr_parameters(0.5, 1e-6, 50)
+    rng = np.random.default_rng(3)
+    log_s = rng.uniform(-20.0, 0.0, 50)
+    gaps = np.concatenate(
+        [
+            params.bound_mechanism.release(log_s, rng) + params.log_margin - log_s
+            for _ in range(2000)
+        ]
+    )
+    assert gaps.min() > 0
+    assert np.median(gaps) == pytest.approx(params.log_margin, abs=0.02)
+
+
+def test_noise_is_gaussian_at_the_released_bound():
+    # Constant data (every g_ij = 0.25): every A^(k) = 0, so S = e^{-m t} (b - a)
+    # exactly, and out - 0.25 = S_hat N(0, sigma_2^2) with S_hat = S e^{mu + N(0,
+    # sigma_1^2)} (up to the grids): its std is S sigma_2 e^{mu + sigma_1^2}. (m t
+    # is large enough to keep S_hat below b - a.)
+    n, p, m = 2001, 100, 1000
     design = LinearDesign(np.ones((n, p)), False)
     U = np.full(n, 0.25)
-    oracle = _oracle(n, 0.5, (p,), trim_count=m, clip_noisy_mean=False)
+    oracle = _oracle(n, 2.0, (p,), trim_count=m, clip_noisy_mean=False)
+    params = ptr_parameters(2.0, 1e-6, p)
     S = math.exp(-m * oracle.smoothness_) * 2.0
-    assert S > oracle.min_smooth_sensitivity_
+    assert oracle.min_smooth_sensitivity_ < S < 2.0 * math.exp(-1.5)
     rng = np.random.default_rng(8)
-    draws = np.concatenate(
-        [(oracle.estimate(design, U, rng) - 0.25) for _ in range(600)]
-    ) * (oracle.noise_divisor_ / S)
-    assert np.std(draws) == pytest.approx(SINH_STD, rel=0.04)
-    assert abs(np.mean(draws)) < 0.03
-    ks = stats.kstest(draws, lambda x: stats.norm.cdf(np.arcsinh(x)))
-    assert ks.pvalue > 1e-3
-    # The primitive itself, and its explicit-generator rule.
-    z = arsinh_normal_noise(np.random.default_rng(9), 200_000)
-    assert np.std(z) == pytest.approx(SINH_STD, rel=0.02)
-    with pytest.raises(TypeError):
-        arsinh_normal_noise(np.random.RandomState(0), 3)
+    draws = np.concatenate([oracle.estimate(design, U, rng) - 0.25 for _ in range(300)])
+    sigma1 = params.bound_mechanism.sigma
+    expected = (
+        S * params.value_mechanism.sigma * math.exp(params.log_margin + sigma1**2)
+    )
+    assert np.std(draws) == pytest.approx(expected, rel=0.05)
+    assert abs(np.mean(draws)) < 0.05 * expected
 
 
 def test_noise_floor_keeps_noise_for_a_large_trim_count():
-    # m t = 1000 / 16: e^{-mt} (b - a) ~ 1e-27 would vanish in mu + noise; the
-    # public floor max((b - a) e^{-30}, 2^20 s_AN ulp(max |a|, |b|)) keeps the
-    # release random on constant data.
+    # e^{-mt} (b - a) would vanish next to the mean; the public floor
+    # max((b - a) e^{-30}, 2^20 ulp(max |a|, |b|)) keeps the release random on
+    # constant data.
     n, m = 2001, 1000
     design = LinearDesign(np.ones((n, 1)), False)
-    oracle = _oracle(n, 0.5, (1,), trim_count=m, clip_noisy_mean=False)
-    assert oracle.epsilon0_ == 1.0
-    floor = max(2.0 * math.exp(-30), 2.0**20 * 0.25 * np.spacing(1.0))
+    oracle = _oracle(n, 40.0, (1,), trim_count=m, clip_noisy_mean=False)
+    floor = max(2.0 * math.exp(-30), 2.0**20 * np.spacing(1.0))
     assert oracle.min_smooth_sensitivity_ == pytest.approx(floor, rel=1e-12)
-    assert 2.0 * math.exp(-m * oracle.smoothness_) < 1e-10 * floor
+    assert 2.0 * math.exp(-m * oracle.smoothness_) < floor
     rng = np.random.default_rng(10)
     outs = np.array(
         [oracle.estimate(design, np.full(n, 0.5), rng)[0] for _ in range(50)]
     )
     assert len(np.unique(outs)) == 50
-    scaled = (outs - 0.5) * oracle.noise_divisor_ / oracle.min_smooth_sensitivity_
-    assert 0.3 < np.std(scaled) < 10
+    params = ptr_parameters(40.0, 1e-6, 1)
+    scale = floor * params.value_mechanism.sigma * math.exp(params.log_margin)
+    assert 0.3 < np.std(outs - 0.5) / scale < 3
 
 
-def test_epsilon0_above_one_raises():
+def test_budget_validation():
     oracle = SmoothSensitivityTrimmedMeanOracle(trim_count=1)
-    with pytest.raises(ValueError, match="epsilon.*smaller epsilon or more iter"):
-        oracle.calibrate(100, 0.6, (1,))  # eps0 = sqrt(1.2)
-    with pytest.raises(ValueError, match="exceeds 1"):
-        oracle.calibrate(100, 5.5, (2, 5))  # eps0 = sqrt(1.1)
-    assert oracle.calibrate(100, 0.5, (1,)).epsilon0_ == 1.0  # the boundary is fine
-    assert oracle.calibrate(100, math.inf, (1,)).epsilon0_ == math.inf  # testing mode
+    with pytest.raises(ValueError, match="epsilon= and delta="):
+        oracle.calibrate(100, 0.5, (1,))  # a finite rho: not a zCDP mechanism
+    with pytest.raises(ValueError, match="epsilon= and delta="):
+        oracle.calibrate(100, None, (1,), epsilon=1.0)
+    with pytest.raises(ValueError, match="delta"):
+        oracle.calibrate(100, None, (1,), epsilon=1.0, delta=0.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        oracle.calibrate(100, None, (1,), epsilon=-1.0, delta=1e-6)
+    testing = oracle.calibrate(100, math.inf, (1,))
+    assert (testing.epsilon_, testing.delta_) == (math.inf, 0.0)
 
 
 def test_output_stays_in_mean_bounds_when_clipped():
@@ -341,7 +397,7 @@ def test_output_stays_in_mean_bounds_when_clipped():
     outside = 0
     for clip in (True, False):
         oracle = _oracle(
-            n, 0.02, (d + 1,), mean_bounds=(-0.5, 2.0), clip_noisy_mean=clip
+            n, 0.05, (d + 1,), mean_bounds=(-0.5, 2.0), clip_noisy_mean=clip
         )
         for _ in range(100):
             out = oracle.estimate(design, U, rng)
@@ -397,8 +453,8 @@ def test_no_nan_for_extreme_rows():
     U[1] = 1e300
     U[2] = np.inf  # 0 * inf = NaN in the gradient entry (2, 0)
     design = LinearDesign(X, True)
-    for rho in (0.05, math.inf):
-        oracle = _oracle(n, rho, (d + 1,), trim_count=3, clip_noisy_mean=False)
+    for eps in (0.5, math.inf):
+        oracle = _oracle(n, eps, (d + 1,), trim_count=3, clip_noisy_mean=False)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             out = oracle.estimate(design, U, np.random.default_rng(0))
@@ -412,19 +468,19 @@ def test_no_nan_for_extreme_rows():
     assert S == trimmed_mean_smooth_sensitivity(same, 2, 10.0, 0.1) == 10.0
 
 
-def test_records_compose_to_count_times_rho():
-    oracle = _oracle(1000, 0.004, (5,))
+def test_records_compose_by_basic_composition():
+    oracle = _oracle(1000, 0.2, (5,), delta=1e-7)
     assert SmoothSensitivityTrimmedMeanOracle.all_gaussian is False
     (record,) = oracle.records(7)
-    assert (record.kind, record.count, record.rho) == ("zcdp", 7, 0.004)
+    assert (record.kind, record.count) == ("approx_dp", 7)
+    assert (record.epsilon, record.delta) == (0.2, 1e-7)
     eps, rho, how = account_records([record], 1e-6)
-    assert rho == pytest.approx(7 * 0.004, rel=1e-15)
-    assert eps <= zcdp_to_approx_dp(7 * 0.004, 1e-6) * (1 + 1e-12)
-    assert how in ("zcdp", "rdp")
+    assert eps == pytest.approx(1.4, rel=1e-12) and rho is None
     spent = PrivacySpent.from_records(oracle.records(10), delta=1e-6)
-    assert spent.rho == pytest.approx(0.04)
-    # Per coordinate eps0^2 / 2 = rho / p, p of them per call: rho.
-    assert 5 * oracle.epsilon0_**2 / 2 == pytest.approx(0.004, rel=1e-14)
+    assert spent.epsilon == pytest.approx(2.0, rel=1e-12)
+    # Asked for less delta than the calls spend, the accountant refuses.
+    with pytest.raises(ValueError, match="delta is smaller"):
+        account_records(oracle.records(10), 0.9e-6)
 
 
 def test_column_blocks_give_the_same_release(monkeypatch):
@@ -446,22 +502,35 @@ def test_column_blocks_give_the_same_release(monkeypatch):
     )
 
 
+def _public_state(oracle):
+    state = dict(vars(oracle))
+    params = state.pop("_params")
+    mechs = (params.bound_mechanism, params.value_mechanism)
+    state["_params"] = (
+        params.smoothness,
+        params.log_margin,
+        params.delta_fail,
+        *[(mech.sensitivity, mech.sigma, mech.name) for mech in mechs],
+    )
+    return state
+
+
 def test_oracle_stores_only_public_numbers():
-    # Neither S (data-dependent) nor the un-noised means are kept: the state after
-    # estimate is identical for two different datasets of the same public n.
+    # Neither S (data-dependent), S_hat nor the un-noised means are kept: the
+    # state after estimate is identical for two different datasets of the same n.
     rng = np.random.default_rng(15)
     n, d = 40, 3
     states = []
     for _ in range(2):
         oracle = _oracle(n, 0.05, (d + 1,), trim_count=3)
-        before = dict(vars(oracle))
+        before = _public_state(oracle)
         oracle.estimate(
             LinearDesign(rng.standard_cauchy((n, d)), True),
             rng.standard_cauchy(n),
             rng,
         )
-        assert vars(oracle) == before
-        states.append(dict(vars(oracle)))
+        assert _public_state(oracle) == before
+        states.append(before)
     assert states[0] == states[1]
 
 
@@ -496,16 +565,17 @@ def test_parameter_validation(kwargs):
 def test_calibrate_and_estimate_validation():
     assert _oracle(100, 0.5, (1,), gradient_scale=3.0).mean_bounds_ == (-3.0, 3.0)
     oracle = SmoothSensitivityTrimmedMeanOracle(trim_count=5)
+    budget = {"epsilon": 0.5, "delta": 1e-6}
     with pytest.raises(ValueError, match="n - 2 m >= 1"):
-        oracle.calibrate(10, 0.05, (2,))
-    for bad in [(0, 0.05, (2,)), (10, 0.0, (2,)), (10, -1.0, (2,)), (20, 0.05, ())]:
+        oracle.calibrate(10, None, (2,), **budget)
+    for bad in [(0, (2,)), (True, (2,)), (20, ())]:
         with pytest.raises(ValueError):
-            oracle.calibrate(*bad)
-    with pytest.raises(ValueError, match="too wide"):
-        SmoothSensitivityTrimmedMeanOracle(mean_bounds=(-1e290, 1e290)).calibrate(
-            100, 0.001, (1,)
+            oracle.calibrate(bad[0], None, bad[1], **budget)
+    with pytest.raises(ValueError, match="cannot hold its range"):
+        SmoothSensitivityTrimmedMeanOracle().calibrate(
+            100, None, (1,), epsilon=1e-12, delta=1e-200
         )
-    oracle.calibrate(20, 0.05, (2,))
+    oracle.calibrate(20, None, (2,), **budget)
     with pytest.raises(ValueError, match="calibrated for n = 20"):
         oracle.estimate(
             LinearDesign(np.ones((21, 1)), True), np.ones(21), np.random.default_rng()

@@ -320,6 +320,7 @@ class _HeavyTailedBase(DPLinearModel):
     def _budget_accountant(self):
         if self.algorithm in (
             "sample_aggregate",
+            "smooth_sensitivity_gd",
             "dp_sgd",
             "aclipped_sgd",
             "r_aclipped_sgd",
@@ -395,13 +396,16 @@ class _HeavyTailedBase(DPLinearModel):
                 verbose=self.verbose,
                 rng=rng,
             )
+        budget_kwargs = {"rho": rho}
+        if getattr(plan.oracle, "approximate_dp", False) and budget.is_private:
+            budget_kwargs = {"epsilon": budget.epsilon, "delta": budget.delta}
         return noisy_gradient_descent(
             design,
             target,
             loss,
             plan.oracle,
             n_outputs=n_outputs,
-            rho=rho,
+            **budget_kwargs,
             max_iter=plan.max_iter,
             learning_rate=plan.learning_rate,
             l2_penalty=l2_penalty,
@@ -457,11 +461,14 @@ _SHARED_PARAMS_DOC = """
         - ``"axis_truncated_mean_gd"``: the same with coordinate-wise truncation,
           for moments bounded along the axes only (their Appendix B, k = 2).
         - ``"smooth_sensitivity_gd"`` (experimental: it measures poorly, as the
-          paper's own experiments found): coordinate-wise trimmed means with
-          arsinh-normal noise scaled to a t-smooth upper bound on their local
-          sensitivity (Wang et al. 2020, Algorithms 2-3, with the exact smooth
-          bound: the paper's simplified bound is not smooth and would leak); the
-          target mean of each coordinate is assumed in
+          paper's own experiments found): coordinate-wise trimmed means (Wang
+          et al. 2020, Algorithms 2-3, with the exact t-smooth bound on their
+          local sensitivity: the paper's simplified bound is not smooth and would
+          leak), released on a public grid by propose-test-release (a private
+          upper bound on the smooth bound, then Gaussian noise scaled to it) in
+          place of the paper's arsinh-normal noise, whose data-dependent scale no
+          public grid can follow; each step is ``(epsilon, delta) / max_iter``-DP
+          (basic composition). The target mean of each coordinate is assumed in
           ``[-gradient_scale, gradient_scale]``. Last iterate.
         - ``"sample_aggregate"``: solve the regularised problem non-privately on
           many small random subsets, release the most central solution on a

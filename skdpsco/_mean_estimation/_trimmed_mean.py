@@ -1,44 +1,56 @@
-"""Bun–Steinke trimmed mean + arsinh-normal noise (Wang et al. 2020, Algorithms 2–3).
+"""Bun–Steinke trimmed mean (Wang et al. 2020, Algorithms 2–3), released by
+propose-test-release on a public grid.
 
 Every coordinate ``j`` of the gradient mean is estimated from the ``n`` values
 ``z_i = g_ij`` (one per record) by
 
-    mu_j = clamp( (z_(m+1) + ... + z_(n-m)) / (n - 2m), a, b )
-    out_j = mu_j + (S_j / s_AN) sinh(Y_j),        Y_j ~ N(0, 1) i.i.d.,
+    mu_j = clamp( (z_(m+1) + ... + z_(n-m)) / (n - 2m), a, b ),
 
-where ``z_(1) <= ... <= z_(n)`` are the sorted values, ``m`` the public trim count,
-``[a, b]`` the public range of the true mean, and ``S_j`` the ``t_SS``-smooth upper
-bound on the local sensitivity built from Bun & Steinke's order statistics (the
-scale ``max{(z_(n) - z_(1)) / (n - 2m), e^{-mt} (b - a)}`` printed in the paper's
-Algorithm 2, line 1, bounds the smooth sensitivity but is NOT itself t-smooth: one
-outlier moves it arbitrarily, so it is not used):
+where ``z_(1) <= ... <= z_(n)`` are the sorted values, ``m`` the public trim count
+and ``[a, b]`` the public range of the true mean. ``S_j`` is the ``t``-smooth upper
+bound on the local sensitivity of ``mu_j`` built from Bun & Steinke's order
+statistics (the scale ``max{(z_(n) - z_(1)) / (n - 2m), e^{-mt} (b - a)}`` printed
+in the paper's Algorithm 2, line 1, bounds the smooth sensitivity but is NOT itself
+t-smooth: one outlier moves it arbitrarily, so it is not used):
 
     S = max( e^{-m t} (b - a),
              max_{k=0..m-1} e^{-k t} min{ b - a,
                  max_{l=0..k+1} (z_(n-m+1+k-l) - z_(m+1-l)) / (n - 2m) } ).
 
-Privacy (replace-one, ``n`` public; the documentation's privacy page). Per call the
-oracle releases ``p = prod(shape)`` such coordinates, each with
-``eps0 = sqrt(2 rho / p)``, ``t_SS = eps0^2 / 16``, ``s_AN = eps0 / 4``: by Bun &
-Steinke (2019), arsinh-normal mechanism (Wang et al. 2020, Theorem 3, citing Bun &
-Steinke's Theorem 7 and Prop. 5; stated for ``0 < eps0 <= 1``, which
-:meth:`calibrate` enforces), each coordinate is ``eps0^2 / 2 = rho / p``-zCDP, and
-the ``p`` coordinates compose to ``rho``-zCDP (Bun & Steinke 2016, Lemma 2.3). ``S``
-is data-dependent; it is used only as the noise scale and never stored or returned.
+The paper adds arsinh-normal noise of scale ``S_j / s`` (Bun & Steinke 2019).
+A noise scale that depends on the data cannot be followed by a public grid, and
+noise drawn as floats on a data-dependent scale leaves the holes of Mironov (2012).
+So the release here is propose-test-release (Dwork & Lei 2009), as in
+:mod:`skdpsco._solvers._sample_aggregate`: the grid Gaussian mechanism releases
+``ln S`` (its sensitivity is ``t`` per coordinate, by smoothness), a public margin
+turns the released value into an upper bound ``S_hat >= S`` except with a small
+probability, and the grid Gaussian mechanism releases ``mu / S_hat`` (sensitivity
+1 per coordinate on that event). The proof is in
+:class:`SmoothSensitivityTrimmedMeanOracle`. Each call is ``(epsilon_c,
+delta_c)``-DP; the calls compose by basic composition.
 """
 
 import math
 import numbers
 import warnings
+from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 
+from ..privacy._accounting import calibrate_analytic_gaussian
+from ..privacy._discrete import (
+    COUPLING_SIGMA,
+    GAUSSIAN_TV_PER_DRAW,
+    discrete_gaussian_levels,
+)
 from ..privacy._ledger import MechanismRecord
-from ..privacy._mechanisms import arsinh_normal_noise
+from ..privacy._mechanisms import GRID_SLACK, GaussianMechanism, grid_step
 
 __all__ = [
     "SmoothSensitivityTrimmedMeanOracle",
     "default_trim_count",
+    "ptr_parameters",
     "trimmed_mean",
     "trimmed_mean_smooth_sensitivity",
 ]
@@ -51,13 +63,26 @@ VALUE_MAX = 1e300
 #: sort needs whole columns, so ``max(1, 2**22 // n)`` columns (32 MiB) per block.
 MAX_BLOCK_ENTRIES = 2**22
 
-#: Conservative floor on the noise scale, see ``_noise_floor``: ``S >= (b - a)
-#: e^{-30}`` and ``S / s_AN >= 2**20`` ulps of ``max(|a|, |b|)``.
+#: Public floor on the smooth bound, see ``_noise_floor``: ``S >= (b - a) e^{-30}``
+#: and ``S >= 2**20`` ulps of ``max(|a|, |b|)``.
 _FLOOR_LOG = 30.0
 _FLOOR_ULPS = 2.0**20
 
-#: ``(b - a) / s_AN`` times this must be finite (``|sinh(Y)|`` stays far below).
-_NOISE_HEADROOM = 1e20
+#: Share of each call's epsilon spent on the bound ``ln S`` (the rest on the value).
+_BOUND_EPSILON_SHARE = 0.25
+#: The smoothness ``t`` is chosen so that the public margin on ``ln S`` is about
+#: this (``S_hat`` about ``e`` times ``S``): a larger ``t`` needs less trimming but
+#: a wider margin.
+_TARGET_LOG_MARGIN = 1.0
+#: Absolute slack on the computed ``ln S``: ``|fl(ln fl(S)) - ln S| <= 2^-42`` for
+#: ``S`` in the float range (``|ln S| <= 745``), so neighbours' computed values
+#: differ by at most ``t + 2^-40``, and a margin ``2^-40`` larger covers the
+#: rounding of ``exp``.
+_LOG_SLACK = 2.0**-40
+#: Relative slack on the value's sensitivity: the computed ``mu / S_hat`` is within
+#: ``2^-18`` of the exact quotient (``S_hat >= S_min >= 2^20`` ulps of the
+#: values; the sum is correctly rounded), on each neighbour.
+_VALUE_SLACK = 2.0**-16
 
 #: Points per level of the exact branch-and-bound search over ``k``.
 _GRID = 32
@@ -286,16 +311,126 @@ def _check_real(value, name, *, positive=False):
 # --------------------------------------------------------------------- oracle
 
 
+class PTRParameters(NamedTuple):
+    """Public parameters of one call (:func:`ptr_parameters`)."""
+
+    smoothness: float
+    bound_mechanism: GaussianMechanism
+    log_margin: float
+    value_mechanism: GaussianMechanism
+    delta_fail: float
+
+
+def _exact_split(total, *parts):
+    """``total - sum(parts)`` in floating point, lowered until ``sum(parts) + rest
+    <= total`` holds exactly (rational arithmetic)."""
+    used = sum(Fraction(x) for x in parts)
+    rest = float(Fraction(total) - used)
+    while rest > 0 and used + Fraction(rest) > Fraction(total):
+        rest = math.nextafter(rest, 0.0)
+    return rest
+
+
+def ptr_parameters(epsilon, delta, n_coordinates):
+    """Public parameters of one ``(epsilon, delta)``-DP call on ``p`` coordinates.
+
+    Split (the proof in :class:`SmoothSensitivityTrimmedMeanOracle`):
+    ``eps1 = epsilon / 4`` for the bound, ``eps2 = epsilon - eps1`` for the value;
+    ``delta_fail = delta / 2`` (the bound fails somewhere), ``delta1 = (delta / 4)
+    e^{-eps2}`` (the bound's Gaussian mechanism), ``delta2 = delta / 4 - 2 (1 +
+    e^epsilon) 2p 2^-780`` (the value's, less the samplers' total variation).
+
+    The smoothness is ``t = 1 / (sqrt(p) c1 sqrt(2 ln(p / delta_fail)))`` with
+    ``c1`` the analytic-Gaussian noise of ``(eps1, delta1)`` per unit of
+    sensitivity: the margin on ``ln S`` is then about
+    :data:`_TARGET_LOG_MARGIN`. The bound's mechanism has l2-sensitivity ``(t +
+    2^-40) sqrt(p)``; its margin is ``mu = gamma (sqrt(2 V ln(p / delta_fail)) +
+    1/2) + 2^-40``, ``gamma`` its grid step and ``V`` the variance its sampler
+    realises. The value's mechanism has l2-sensitivity ``sqrt(p) (1 + 2^-16)``.
+
+    Parameters
+    ----------
+    epsilon : float
+        ``> 0``, finite.
+    delta : float
+        In ``(0, 1)``.
+    n_coordinates : int
+        ``p >= 1``.
+
+    Returns
+    -------
+    PTRParameters
+
+    Raises
+    ------
+    ValueError
+        If ``delta`` cannot hold the samplers' total variation (public values).
+
+    Examples
+    --------
+    >>> from skdpsco._mean_estimation._trimmed_mean import ptr_parameters
+    >>> params = ptr_parameters(0.1, 1e-6, 3)
+    >>> 0 < params.smoothness < 1e-3, 1.0 < params.log_margin < 1.5
+    (True, True)
+    """
+    if isinstance(epsilon, bool) or not (
+        isinstance(epsilon, numbers.Real) and 0 < epsilon < math.inf
+    ):
+        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}.")
+    if isinstance(delta, bool) or not (
+        isinstance(delta, numbers.Real) and 0 < delta < 1
+    ):
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
+    p = int(n_coordinates)
+    eps1 = epsilon * _BOUND_EPSILON_SHARE
+    eps2 = _exact_split(epsilon, eps1)
+    delta_fail = delta / 2.0
+    delta1 = delta / 4.0 * math.exp(-eps2) * (1.0 - 2.0**-20)
+    tv = 2.0 * (1.0 + math.exp(min(epsilon, 700.0))) * 2 * p * GAUSSIAN_TV_PER_DRAW
+    delta2 = _exact_split(
+        delta, delta_fail, delta1 * math.exp(eps2) * (1 + 2.0**-20), tv
+    )
+    if not delta2 > delta / 8.0:
+        raise ValueError(
+            f"epsilon={epsilon:g} is too large for delta={delta:g}: the grid "
+            "Gaussian's total variation slack does not fit in delta."
+        )
+    log_tail = math.log(p / delta_fail)
+    c1 = calibrate_analytic_gaussian(eps1, delta1, 1.0)
+    t = _TARGET_LOG_MARGIN / (math.sqrt(p) * c1 * math.sqrt(2.0 * log_tail))
+    bound_sensitivity = (t + _LOG_SLACK) * math.sqrt(p)
+    bound = GaussianMechanism(
+        bound_sensitivity,
+        calibrate_analytic_gaussian(eps1, delta1, bound_sensitivity),
+        name="trimmed mean ln S",
+    )
+    # The grid and the variance GaussianMechanism.release uses for p values.
+    gamma = grid_step(min(bound.sensitivity, bound.sigma), p)
+    variance = (bound.sigma * (1.0 + GRID_SLACK) / gamma) ** 2 + COUPLING_SIGMA**2
+    realised = discrete_gaussian_levels(variance)[1]
+    margin = gamma * (math.sqrt(2.0 * realised * log_tail) + 0.5) + _LOG_SLACK
+    value_sensitivity = math.sqrt(p) * (1.0 + _VALUE_SLACK)
+    value = GaussianMechanism(
+        value_sensitivity,
+        calibrate_analytic_gaussian(eps2, delta2, value_sensitivity),
+        name="trimmed mean / S_hat",
+    )
+    return PTRParameters(t, bound, margin, value, delta_fail)
+
+
 class SmoothSensitivityTrimmedMeanOracle:
-    """Coordinate-wise Bun–Steinke trimmed mean with arsinh-normal noise.
+    """Coordinate-wise Bun–Steinke trimmed mean, released by propose-test-release.
 
     The mean oracle of Wang et al. (2020), Algorithm 3: every coordinate ``j`` of
     the per-sample gradients ``g_i = u_i (outer) x~_i`` is estimated by
-    Algorithm 2, the clamped trimmed mean of the ``n`` values ``g_ij`` plus
-    ``(S_j / s_AN) sinh(Y_j)`` with ``S_j`` the exact ``t_SS``-smooth bound derived
-    below (never the bound printed in Algorithm 2, line 1, which is not smooth).
+    Algorithm 2's clamped trimmed mean of the ``n`` values ``g_ij``, with the exact
+    ``t``-smooth bound ``S_j`` on its local sensitivity derived below (never the
+    bound printed in Algorithm 2, line 1, which is not smooth). The paper's
+    arsinh-normal noise of scale ``S_j / s`` is replaced by propose-test-release
+    on a public grid (module docstring).
 
-    Privacy (replace-one, ``n`` public). Per coordinate:
+    Privacy (replace-one, ``n`` public). Per call, at ``(epsilon, delta)`` with
+    the public parameters of :func:`ptr_parameters`:
 
     1. ``z_i = g_ij`` is a function of record ``i`` and the public iterate only; it
        is sanitised entry by entry (NaN -> 0, clipped to ``[-1e300, 1e300]``), a
@@ -310,12 +445,35 @@ class SmoothSensitivityTrimmedMeanOracle:
        the smooth-sensitivity construction of Nissim, Raskhodnikova & Smith
        (2007, §3), ``S = max_k e^{-k t} U_k`` is a ``t``-smooth upper bound on
        ``LS_f``: ``S >= LS_f`` and ``S(z) <= e^t S(z')``. Taking the max with a
-       public constant (the floor below) keeps both properties.
-    3. With ``t = t_SS = eps0^2 / 16`` and ``s = s_AN = eps0 / 4``, releasing
-       ``f(z) + (S(z) / s) sinh(Y)`` is ``eps0^2 / 2``-zCDP for ``0 < eps0 <= 1``
-       (Bun & Steinke 2019, arsinh-normal mechanism; Wang et al. 2020, Theorem 3).
-    4. ``eps0^2 / 2 = rho / p`` per coordinate; the ``p`` independent releases of
-       one call compose to ``rho``-zCDP, which :meth:`records` reports.
+       public constant ``S_min`` (Notes) keeps both properties.
+    3. *Bound.* ``L`` = the grid Gaussian mechanism (``bound_mechanism``) applied
+       to the vector ``(ln S_j)_j``: by smoothness each coordinate moves by at
+       most ``t`` (``t + 2^-40`` as computed), l2-sensitivity ``(t + 2^-40)
+       sqrt(p)``, ``(eps1, delta1)``-DP (Balle & Wang 2018, analytic calibration).
+    4. *Margin.* ``L_j = gamma (round(ln S_j / gamma) + Z_j)``, ``Z_j`` a discrete
+       Gaussian of variance parameter ``V`` (within total variation ``2^-780`` of
+       it), whose moment generating function is at most that of ``N(0, V)``
+       (Canonne, Kamath & Steinke 2020), so ``P[Z_j < -x] <= e^{-x^2 / (2V)}``.
+       With ``mu = gamma (x + 1/2) + 2^-40`` and ``x = sqrt(2 V ln(p /
+       delta_fail))``, ``P_z[L_j + mu < ln S_j] <= delta_fail / p`` and, over the
+       ``p`` coordinates, ``P_z[L not in E(z)] <= delta_fail`` with ``E(z) = {l :
+       e^{l_j + mu} >= S_j(z) for all j}``.
+    5. *Value.* ``S_hat = clip(e^{L + mu}, S_min, b - a)``, a function of ``L``
+       alone; on ``E(z)``, ``S_hat_j >= min(S_j(z), b - a) >= |f_j(z) - f_j(z')|``
+       for every neighbour ``z'``, so ``f / S_hat`` moves by at most 1 per
+       coordinate (``1 + 2^-16`` as computed): l2-sensitivity ``sqrt(p) (1 +
+       2^-16)``. The grid Gaussian mechanism (``value_mechanism``) releases it,
+       ``(eps2, delta2)``-DP for every fixed ``l`` in ``E(z)``; the output is
+       ``S_hat`` times the release (post-processing).
+    6. *Cases on L* (as in :mod:`skdpsco._solvers._sample_aggregate`): for every
+       output set ``O``, ``P_z[O] <= delta_fail + sum_{l in E(z)} P_z[L = l]
+       (e^{eps2} P[G_{z', l} in O] + delta2) <= e^{eps1 + eps2} P_z'[O] +
+       delta_fail + e^{eps2} delta1 + delta2``, and the samplers' ``2p`` draws add
+       their total variation ``(1 + e^epsilon) 2p 2^-780``: the call is
+       ``(epsilon, delta)``-DP (:func:`ptr_parameters` splits ``delta``). Only
+       ``S(z)`` at the actual data is used, so the argument is symmetric.
+    7. The ``T`` calls of a fit compose by basic composition (Dwork & Roth 2014,
+       Thm 3.16): ``(T epsilon, T delta)``, which :meth:`records` reports.
 
     Parameters
     ----------
@@ -329,7 +487,7 @@ class SmoothSensitivityTrimmedMeanOracle:
         the default ``mean_bounds``.
     trim_count : int or None, default=None
         ``m``, values trimmed from each end, ``1 <= m`` and ``n - 2m >= 1``. None:
-        ``min(ceil(ln(n) / t_SS), floor((n - 1) / 4))`` (:func:`default_trim_count`; a
+        ``min(ceil(ln(n) / t), floor((n - 1) / 4))`` (:func:`default_trim_count`; a
         ``UserWarning`` when the cap binds; ``0`` in the non-private testing mode
         and for ``n < 5``).
     clip_noisy_mean : bool, default=True
@@ -340,34 +498,29 @@ class SmoothSensitivityTrimmedMeanOracle:
     ----------
     n_samples_ : int
     shape_ : tuple of int
-    rho_ : float
-        zCDP budget of one call.
-    epsilon0_ : float
-        Per-coordinate ``eps0 = sqrt(2 rho / p)``.
+    epsilon_, delta_ : float
+        Budget of one call (``inf`` and 0 in the non-private testing mode).
     smoothness_ : float
-        ``t_SS = eps0^2 / 16``.
-    noise_divisor_ : float
-        ``s_AN = eps0 / 4``.
+        ``t`` (:func:`ptr_parameters`).
+    log_margin_ : float
+        ``mu``.
     trim_count_ : int
     mean_bounds_ : tuple of float
     min_smooth_sensitivity_ : float
-        The public floor on ``S`` (see Notes).
+        The public floor ``S_min`` on ``S`` (see Notes).
     block_columns_ : int
         Coordinates sorted per pass over the data (memory, see Notes).
 
     Notes
     -----
-    Everything stored is a function of public inputs; ``S``, the un-noised means and
-    the sorted values live only inside :meth:`estimate`.
+    Everything stored is a function of public inputs; ``S``, ``S_hat``, the
+    un-noised means and the sorted values live only inside :meth:`estimate`.
 
-    Floor on ``S`` (a conservative addition, not in the paper): the
-    noise scale uses ``max(S, S_min)`` with ``S_min = max((b - a) e^{-30}, 2^20
-    s_AN ulp(max(|a|, |b|)))``. A constant is 0-smooth and the max of ``t``-smooth
-    upper bounds is one, so privacy is unchanged; it only matters when
-    ``m t_SS > 30`` (a large user ``trim_count``), where ``e^{-m t} (b - a)`` could
-    underflow or be absorbed by rounding ``mu + noise``: on constant data the
-    output would then be deterministic, while a neighbour with an outlier gets
-    noise, an infinite privacy loss in floating point.
+    Floor on ``S`` (a conservative addition, not in the paper): ``S_min = max((b -
+    a) e^{-30}, 2^20 ulp(max(|a|, |b|)))``. A constant is 0-smooth and the max of
+    ``t``-smooth upper bounds is one, so privacy is unchanged; it keeps the
+    rounding of the computed trimmed mean (a few ulps of ``max(|a|, |b|)``) far
+    below ``S_hat``, and ``ln S`` within the grid's range.
 
     Memory: the sort needs each coordinate's whole column of ``n`` values.
     Coordinates are processed in blocks of ``q = max(1, 2**22 // n)`` columns
@@ -385,11 +538,17 @@ class SmoothSensitivityTrimmedMeanOracle:
     ----------
     .. [1] Wang, D., Xiao, H., Devadas, S. and Xu, J. (2020). On differentially
        private stochastic convex optimization with heavy-tailed data. ICML.
-       Algorithms 2 and 3, Theorems 3 and 4.
+       Algorithms 2 and 3.
     .. [2] Bun, M. and Steinke, T. (2019). Average-case averages: private
        algorithms for smooth sensitivity and mean estimation. NeurIPS.
     .. [3] Nissim, K., Raskhodnikova, S. and Smith, A. (2007). Smooth sensitivity
        and sampling in private data analysis. STOC.
+    .. [4] Dwork, C. and Lei, J. (2009). Differential privacy and robust
+       statistics. STOC (propose-test-release).
+    .. [5] Canonne, C. L., Kamath, G. and Steinke, T. (2020). The discrete
+       Gaussian for differential privacy. NeurIPS.
+    .. [6] Balle, B. and Wang, Y.-X. (2018). Improving the Gaussian mechanism for
+       differential privacy: analytical calibration and optimal denoising. ICML.
 
     Examples
     --------
@@ -398,9 +557,7 @@ class SmoothSensitivityTrimmedMeanOracle:
     ...     SmoothSensitivityTrimmedMeanOracle)
     >>> from skdpsco._solvers import LinearDesign
     >>> oracle = SmoothSensitivityTrimmedMeanOracle(trim_count=2)
-    >>> oracle = oracle.calibrate(20, 0.01, (2,))
-    >>> round(oracle.epsilon0_, 4), round(oracle.noise_divisor_, 4)
-    (0.1, 0.025)
+    >>> oracle = oracle.calibrate(20, None, (2,), epsilon=0.5, delta=1e-6)
     >>> X = np.linspace(-1.0, 1.0, 20)[:, None]
     >>> out = oracle.estimate(LinearDesign(X, True), np.full(20, 0.5),
     ...                       np.random.default_rng(0))
@@ -408,8 +565,10 @@ class SmoothSensitivityTrimmedMeanOracle:
     (2,)
     """
 
-    #: The arsinh-normal mechanism is zCDP but not Gaussian: no exact GDP composition.
+    #: Not a Gaussian (nor zCDP) mechanism: each call is ``(epsilon, delta)``-DP.
     all_gaussian = False
+    #: The gradient-descent driver hands it ``(epsilon, delta)`` per call.
+    approximate_dp = True
 
     def __init__(
         self,
@@ -457,19 +616,21 @@ class SmoothSensitivityTrimmedMeanOracle:
             return (-self.gradient_scale, self.gradient_scale)
         return self.mean_bounds
 
-    def calibrate(self, n_samples, rho, shape):
-        """Fix ``eps0``, ``t_SS``, ``s_AN`` and ``m`` from public values.
+    def calibrate(self, n_samples, rho, shape, *, epsilon=None, delta=None):
+        """Fix the smoothness, the trim count and the mechanisms from public values.
 
         Parameters
         ----------
         n_samples : int
             Public ``n`` (replace-one neighbours).
-        rho : float
-            zCDP budget of ONE call; ``math.inf`` is the hidden non-private testing
-            mode (no noise, ``S`` not computed).
+        rho : None or math.inf
+            ``math.inf`` is the hidden non-private testing mode (no noise, ``S``
+            not computed); otherwise None, and ``epsilon`` and ``delta`` are given.
         shape : tuple of int
-            ``(dim,)`` or ``(dim, K)``; ``p = prod(shape)`` coordinates each get
-            ``rho / p``.
+            ``(dim,)`` or ``(dim, K)``: ``p = prod(shape)`` coordinates.
+        epsilon, delta : float
+            ``(epsilon, delta)`` of ONE call, ``epsilon > 0`` finite, ``0 < delta
+            < 1``.
 
         Returns
         -------
@@ -478,10 +639,8 @@ class SmoothSensitivityTrimmedMeanOracle:
         Raises
         ------
         ValueError
-            If ``eps0 = sqrt(2 rho / p) > 1`` for a finite ``rho``: Bun & Steinke's
-            guarantee (Wang et al. Theorem 3) is stated only for ``eps0 <= 1``.
-            Also for invalid ``n``, ``rho``, ``shape`` or a ``trim_count``
-            with ``n - 2m < 1``.
+            For invalid ``n``, budget, ``shape``, a ``trim_count`` with ``n - 2m <
+            1``, or ``mean_bounds`` whose logarithmic range does not fit the grid.
         """
         if (
             isinstance(n_samples, bool)
@@ -490,45 +649,48 @@ class SmoothSensitivityTrimmedMeanOracle:
         ):
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}.")
         n = int(n_samples)
-        if isinstance(rho, bool) or not isinstance(rho, numbers.Real) or not rho > 0:
-            raise ValueError(f"rho must be > 0 (inf: no noise), got {rho!r}.")
-        rho = float(rho)
+        testing = rho is not None
+        if testing and not (isinstance(rho, numbers.Real) and rho == math.inf):
+            raise ValueError(
+                "SmoothSensitivityTrimmedMeanOracle is (epsilon, delta)-DP per call: "
+                f"give epsilon= and delta= (rho=inf only for the testing mode), got "
+                f"rho={rho!r}."
+            )
+        if not testing and (epsilon is None or delta is None):
+            raise ValueError("calibrate needs epsilon= and delta= per call.")
         shape = tuple(int(k) for k in np.atleast_1d(shape))
         if len(shape) not in (1, 2) or min(shape) < 1:
             raise ValueError(f"shape must be (dim,) or (dim, K), got {shape!r}.")
         p = math.prod(shape)
         a, b = self._resolve_bounds()
-        if math.isinf(rho):
-            eps0 = t = s_an = math.inf
+        floor = self._noise_floor(a, b)
+        if testing:
+            params = None
+            t = math.inf
+            epsilon, delta, margin = math.inf, 0.0, 0.0
         else:
-            eps0 = math.sqrt(2.0 * rho / p)
-            if eps0 > 1.0:
+            params = ptr_parameters(epsilon, delta, p)
+            t, margin = params.smoothness, params.log_margin
+            epsilon, delta = float(epsilon), float(delta)
+            # ln S lies in [ln S_min, ln(b - a)]: far inside the +-2^52 steps of
+            # the bound's grid, or the clamp there could break the margin
+            # (public numbers).
+            reach = max(abs(math.log(floor)), abs(math.log(b - a))) + margin
+            mech = params.bound_mechanism
+            if not reach < 2.0**51 * grid_step(min(mech.sensitivity, mech.sigma), p):
                 raise ValueError(
-                    "The per-coordinate budget epsilon0 = sqrt(2 rho / p) = "
-                    f"{eps0:.4g} (rho = {rho:.4g} per call, p = {p} coordinates) "
-                    "exceeds 1, the range of the arsinh-normal guarantee "
-                    "(Wang et al. 2020, Theorem 3). Use a smaller epsilon or more "
-                    "iterations (max_iter)."
-                )
-            t = eps0 * eps0 / 16.0
-            s_an = eps0 / 4.0
-            if not (t > 0 and s_an > 0):
-                raise ValueError(f"rho = {rho!r} per call is too small to calibrate.")
-            if not math.isfinite((b - a) / s_an * _NOISE_HEADROOM):
-                # Public check: otherwise (S / s_AN) sinh(Y) could overflow for some
-                # data (S = b - a) and not for others.
-                raise ValueError(
-                    f"mean_bounds {(a, b)!r} are too wide for s_AN = {s_an:.3g}: the "
-                    "noise scale (b - a) / s_AN would overflow."
+                    f"the grid of the released ln S cannot hold its range at "
+                    f"epsilon={epsilon:g} per call with mean_bounds {(a, b)!r}: use "
+                    "a larger epsilon, fewer iterations or narrower mean_bounds."
                 )
         if self.trim_count is None:
             m, capped = default_trim_count(n, t)
             if capped:
                 warnings.warn(
-                    f"The default trim_count ceil(ln(n) / t_SS) with t_SS = {t:.3g} "
+                    f"The default trim_count ceil(ln(n) / t) with t = {t:.3g} "
                     f"exceeds (n - 1) / 4 at n = {n}; it is capped at m = {m}. The "
-                    f"noise floor e^(-m t) (b - a) / s_AN is then "
-                    f"{math.exp(-m * t):.3g} (b - a) / s_AN: Algorithm 3 is likely "
+                    f"noise floor e^(-m t) (b - a) is then "
+                    f"{math.exp(-m * t):.3g} (b - a): Algorithm 3 is likely "
                     "dominated by noise. Privacy is unaffected.",
                     UserWarning,
                     stacklevel=2,
@@ -541,22 +703,21 @@ class SmoothSensitivityTrimmedMeanOracle:
             )
         self.n_samples_ = n
         self.shape_ = shape
-        self.rho_ = rho
-        self.epsilon0_ = eps0
+        self.epsilon_ = epsilon
+        self.delta_ = delta
         self.smoothness_ = t
-        self.noise_divisor_ = s_an
+        self.log_margin_ = margin
         self.trim_count_ = m
         self.mean_bounds_ = (a, b)
-        self.min_smooth_sensitivity_ = self._noise_floor(a, b, s_an)
+        self.min_smooth_sensitivity_ = floor
         self.block_columns_ = max(1, min(p, MAX_BLOCK_ENTRIES // n))
+        self._params = params
         return self
 
     @staticmethod
-    def _noise_floor(a, b, s_an):
-        if math.isinf(s_an):
-            return 0.0
+    def _noise_floor(a, b):
         ulp = float(np.spacing(max(abs(a), abs(b))))
-        return max((b - a) * math.exp(-_FLOOR_LOG), _FLOOR_ULPS * s_an * ulp)
+        return max((b - a) * math.exp(-_FLOOR_LOG), _FLOOR_ULPS * ulp)
 
     def _columns(self, design, U, cols):
         """Sanitised gradient values of coordinates ``cols``: shape (len, n)."""
@@ -586,8 +747,7 @@ class SmoothSensitivityTrimmedMeanOracle:
         U : ndarray of shape (n,) or (n, K)
             Per-sample derivatives of the loss at the current iterate.
         rng : numpy.random.Generator
-            Draws the ``p`` arsinh-normal variables (once per call, on the driver;
-            none in the testing mode ``rho = inf``).
+            Draws the grid noise of the two releases (none in the testing mode).
         sample_weight : None
             Not supported: a weighted trimmed mean is not covered by the analysis.
 
@@ -615,44 +775,46 @@ class SmoothSensitivityTrimmedMeanOracle:
                 f"{design.n_samples} rows."
             )
         a, b = self.mean_bounds_
-        private = math.isfinite(self.rho_)
+        params = self._params
         p = math.prod(self.shape_)
         means = np.empty(p)
-        scales = np.empty(p)
+        smooth = np.empty(p)
         for start in range(0, p, self.block_columns_):
             cols = slice(start, min(start + self.block_columns_, p))
             Z = self._columns(design, U, cols)
             Z.sort(axis=1)
             Z /= n - 2 * m  # monotone: the order survives, every sum stays finite
             means[cols] = np.clip(_accurate_sum(Z[:, m : n - m]), a, b)
-            if private:
+            if params is not None:
                 # S: the exact t-smooth bound (class docstring, step 2), with the
                 # public floor (Notes); a local, never stored.
                 S = _smooth_sensitivity_scaled(Z, m, b - a, self.smoothness_)
-                scales[cols] = np.maximum(S, self.min_smooth_sensitivity_)
+                smooth[cols] = np.maximum(S, self.min_smooth_sensitivity_)
             del Z
         out = means
-        if private:
-            # Arsinh-normal mechanism (Bun & Steinke 2019; Wang et al. Theorem 3):
-            # with t = eps0^2/16 and s = eps0/4, mu + (S/s) sinh(Y) is eps0^2/2-zCDP
-            # per coordinate; independent Y_j, p coordinates -> rho (see records).
-            out = means + (scales / self.noise_divisor_) * arsinh_normal_noise(rng, p)
+        if params is not None:
+            # Steps 3-5: the bound, then the value at the released bound.
+            L = params.bound_mechanism.release(np.log(smooth), rng)
+            with np.errstate(over="ignore"):
+                s_hat = np.exp(L + params.log_margin)
+            s_hat = np.clip(s_hat, self.min_smooth_sensitivity_, b - a)
+            out = s_hat * params.value_mechanism.release(means / s_hat, rng)
         if self.clip_noisy_mean:
             out = np.clip(out, a, b)  # post-processing; E g_j lies in [a, b]
         return out.reshape(self.shape_)
 
     def records(self, count):
-        """Ledger record for ``count`` calls: ONE zCDP record of ``rho`` per call.
-
-        Each call is ``p`` arsinh-normal releases of ``eps0^2 / 2 = rho / p`` zCDP
-        each, composing to ``rho`` (Bun & Steinke 2016, Lemma 2.3).
-        """
+        """Ledger record for ``count`` calls: one ``(epsilon, delta)``-DP record per
+        call (class docstring, step 6), composed by basic composition (step 7).
+        In the testing mode (``rho = inf``) no noise is added and the record says
+        so (infinite epsilon)."""
         p = math.prod(self.shape_)
         return [
             MechanismRecord(
-                f"smooth-sensitivity trimmed mean, arsinh-normal ({p} coordinates)",
-                "zcdp",
+                f"trimmed mean, propose-test-release ({p} coordinates)",
+                "approx_dp",
                 count=count,
-                rho=self.rho_,
+                epsilon=self.epsilon_,
+                delta=self.delta_,
             )
         ]

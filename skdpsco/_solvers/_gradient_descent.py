@@ -36,6 +36,7 @@ def noisy_gradient_descent(
     n_outputs,
     rho=None,
     epsilon=None,
+    delta=None,
     max_iter,
     learning_rate,
     l2_penalty=0.0,
@@ -66,6 +67,11 @@ def noisy_gradient_descent(
         gets ``epsilon / max_iter`` (less a 1e-10 relative margin for the
         floating-point round trip); basic composition of the ``max_iter`` calls
         gives ``epsilon``-DP (Dwork & Roth 2014, Thm 3.16).
+    delta : float, optional
+        With ``epsilon``: the total delta of ``(epsilon, delta)``-DP oracles
+        (their ``calibrate`` takes ``epsilon=`` and ``delta=``); each call gets
+        ``(epsilon / max_iter, delta / max_iter)`` (less the same margin), and basic
+        composition gives ``(epsilon, delta)``.
     max_iter : int
     learning_rate : float
     l2_penalty : float
@@ -97,6 +103,15 @@ def noisy_gradient_descent(
     if rho is not None:
         oracle.calibrate(design.n_samples, rho / max_iter, shape)
         budget, unit = rho, "zCDP budget"
+    elif delta is not None:
+        # (epsilon, delta)-DP calls: basic composition of max_iter of them (Dwork
+        # & Roth 2014, Thm 3.16), with the same floating-point margin.
+        per_call = epsilon / max_iter * (1.0 - 1e-10)
+        per_delta = delta / max_iter * (1.0 - 1e-10)
+        oracle.calibrate(
+            design.n_samples, None, shape, epsilon=per_call, delta=per_delta
+        )
+        budget, unit = epsilon, "epsilon"
     else:
         # The margin keeps max_iter * (sensitivity / scale) <= epsilon in floating
         # point, so the accountant never reports more than was asked.

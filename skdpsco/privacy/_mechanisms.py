@@ -95,7 +95,6 @@ __all__ = [
     "GRID_SLACK",
     "GaussianMechanism",
     "LaplaceMechanism",
-    "arsinh_normal_noise",
     "gaussian_noise",
     "laplace_noise",
     "sigma_for_zcdp",
@@ -127,35 +126,6 @@ def laplace_noise(rng, scale, size=None):
     if scale == 0:
         return np.zeros(size) if size is not None else 0.0
     return rng.laplace(0.0, scale, size=size)
-
-
-def arsinh_normal_noise(rng, size=None):
-    """Draw arsinh-normal noise ``Z = sinh(Y)``, ``Y ~ N(0, 1)`` i.i.d.
-
-    The noise distribution of Bun & Steinke's (2019) arsinh-normal mechanism (with
-    their shape parameter ``sigma = 1``): released with a ``t``-smooth upper bound
-    ``S`` on the local sensitivity as ``f(x) + (S(x) / s) Z``. ``Z`` is symmetric,
-    ``E Z = 0`` and ``Var Z = (e^2 - 1) / 2`` (std ``~1.787``); its tails are
-    log-normal, heavier than Gaussian, which is what tolerates the multiplicative
-    change ``e^t`` of the scale between neighbours. The privacy statement belongs
-    to the caller (it depends on ``t``, ``s`` and ``S``).
-
-    Parameters
-    ----------
-    rng : numpy.random.Generator
-    size : int or tuple of int, optional
-
-    Returns
-    -------
-    float or ndarray
-
-    References
-    ----------
-    .. [1] Bun, M. and Steinke, T. (2019). Average-case averages: private
-       algorithms for smooth sensitivity and mean estimation. NeurIPS.
-    """
-    _check_rng(rng)
-    return np.sinh(rng.standard_normal(size))
 
 
 def sigma_for_zcdp(sensitivity, rho):

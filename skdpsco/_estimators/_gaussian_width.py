@@ -369,9 +369,10 @@ _ALGORITHM_DOC = """
           to its rank ``K - 1`` Hessian and ``2K``-dimensional gradient change);
           any ``epsilon > 0``.
         - ``"mirror_descent"``: noisy regularized mirror descent in l_p geometry,
-          ``1 < p <= 2`` (Algorithm 3, with the noise scale that the paper's
-          Lemmas 1 and 3 give: the printed one lacks a ``ln(T / delta)`` factor),
-          generalized Gaussian noise on every full-batch gradient. The
+          ``1 < p <= 2`` (Algorithm 3), Gaussian noise on the public grid on every
+          full-batch gradient (the paper's generalized Gaussian noise has no
+          known grid sampler; the Gaussian's l2-sensitivity comes from Hölder's
+          inequality, and the ``T`` steps compose exactly in Gaussian DP). The
           algorithm is unconstrained; its release is projected onto ``C``
           (post-processing). Needs a loss Lipschitz on all of ``R^d`` (Huber,
           logistic) and ``epsilon <= 1``.
@@ -381,7 +382,8 @@ _ALGORITHM_DOC = """
         - ``"shuffled_mirror_descent"``: shuffled truncated DP mirror descent for
           heavy-tailed gradients (Algorithm 4): one pass over a secret random
           permutation, per-sample gradients with ``||.||_q > truncation`` zeroed,
-          one generalized Gaussian noise vector per record, privacy by
+          one Gaussian noise vector per record on the public grid (for the
+          paper's generalized Gaussian, as in ``"mirror_descent"``), privacy by
           amplification by shuffling (Feldman, McMillan & Talwar 2021). When ``n
           <= 16 ln(8 / delta)`` no amplification is proven and the batched variant
           the paper sketches after Theorem 10 (one noise draw per disjoint

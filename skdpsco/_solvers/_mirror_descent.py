@@ -2,8 +2,8 @@
 Theorem 8).
 
 * :func:`noisy_mirror_descent` — noisy regularized mirror descent for unconstrained
-  l_p, ``1 < p < 2`` (Algorithm 3), generalized Gaussian noise with the scale that
-  Lemmas 1 and 3 give (:func:`mirror_descent_noise_scale`).
+  l_p, ``1 < p < 2`` (Algorithm 3), with Gaussian noise on the public grid
+  (:func:`mirror_descent_noise_scale`).
 * :func:`phased_dp_sgd` — the ``p >= 2`` reduction of Theorem 8: Euclidean phased
   DP-SGD (Feldman, Koren & Talwar 2020) without projection.
 * :func:`shuffled_mirror_descent` — shuffled truncated DP mirror descent for
@@ -13,6 +13,19 @@ Theorem 8).
 Neighbours: replace-one record, ``n`` public. Every constant below is computed from
 public inputs (``n``, ``d``, ``epsilon``, ``delta``, the public bounds and the set)
 before any row is read; rows only enter through :class:`LinearDesign` aggregates.
+
+Noise. The paper's Algorithms 3 and 4 add generalized Gaussian noise, density
+``~ exp(-||z||_{q+}^2 / (2 sigma^2))`` (its Lemma 3). No sampler of it on a public
+grid is known (a float draw leaves the holes of Mironov 2012), so every release
+here is the Gaussian mechanism on the grid of
+:class:`~skdpsco.privacy.GaussianMechanism`, with the l2-sensitivity that Hölder's
+inequality gives, ``||v||_2 <= d^{1/2 - 1/q} ||v||_q`` for ``q >= 2``
+(:func:`l2_sensitivity_factor`), calibrated exactly (Balle & Wang 2018; Dong,
+Roth & Su 2022 for the ``T`` steps of Algorithm 3). It injects no more noise than
+the GG mechanism in the norm the analysis reads: ``E ||z||_{q+}^2 <= d^{2 / q+}
+(E|g|^{q+})^{2 / q+} sigma^2`` (:func:`gaussian_dual_moment`), about ``(q+ / e)
+d sigma_G^2`` against the GG's ``d sigma^2`` at a ``sigma^2`` that carries the
+factor ``kappa >= q+ - 1``.
 """
 
 import math
@@ -21,10 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..privacy._accounting import approx_dp_to_gdp
+from ..privacy._accounting import approx_dp_to_gdp, calibrate_analytic_gaussian
 from ..privacy._discrete import uniform_permutation
 from ..privacy._ledger import MechanismRecord
-from ..privacy._mechanisms import GaussianMechanism, generalized_gaussian_noise
+from ..privacy._mechanisms import GaussianMechanism
 from ..privacy._shuffling import shuffle_delta, shuffle_local_epsilon
 from ._design import row_clip_scales, row_lr_norms
 from ._gradient_descent import SolverResult
@@ -37,12 +50,9 @@ __all__ = [
     "shuffled_mirror_descent",
 ]
 
-#: Largest number of generalized-Gaussian coordinates Algorithm 4 draws (one
-#: d-vector per record); larger problems are refused rather than run for hours.
+#: Largest number of noise coordinates Algorithm 4 draws (one d-vector per
+#: record); larger problems are refused rather than run for hours.
 MAX_LOCAL_NOISE_ENTRIES = 2 * 10**9
-
-#: Entries per block of per-record noise drawn at once (16 MiB).
-_NOISE_BLOCK = 2**21
 
 
 # ----------------------------------------------------------------- l_p geometry
@@ -59,7 +69,7 @@ def _norm(a, r):
 
 @dataclass(frozen=True)
 class LpGeometry:
-    """The l_p geometry of Su–Zhao–Wang, Definition 3 (mirror map, GG noise norm).
+    """The l_p geometry of Su–Zhao–Wang, Definition 3 (mirror map, noise norm).
 
     Attributes
     ----------
@@ -67,11 +77,11 @@ class LpGeometry:
         Primal norm index and its dual ``q = p / (p - 1)``.
     dim : int
     kappa : float
-        Regularity constant (multiplies the GG privacy noise).
+        Regularity constant (multiplies the paper's GG privacy noise).
     kappa_plus : float
         Smoothness of the smooth dual norm ``||.||_{q_plus}``.
     q_plus, p_plus : float
-        Norm index of the GG noise, and of the mirror map
+        Norm index in which the noise is measured, and of the mirror map
         ``Phi(w) = (kappa / 2) ||w||_{p_plus}^2`` (1-strongly convex w.r.t. l_p).
     """
 
@@ -253,9 +263,9 @@ def _check_budget(epsilon, delta, what):
     if not epsilon > 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
     if math.isfinite(epsilon) and epsilon > 1:
-        # Lemma 1 (advanced composition), Lemma 3 (GG calibration) and the
-        # Gaussian tail bounds of these proofs are stated for epsilon < 1; refuse
-        # rather than extrapolate.
+        # The paper's theorems (the parameter rules of Theorems 7 and 10, the
+        # amplification of Algorithm 4) are stated for epsilon < 1; refuse rather
+        # than extrapolate.
         raise ValueError(f"{what} is proven for epsilon <= 1 only, got {epsilon!r}.")
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
@@ -264,32 +274,39 @@ def _check_budget(epsilon, delta, what):
 # ------------------------------------------------------------- Algorithm 3
 
 
-def mirror_descent_noise_scale(kappa, n_iter, lipschitz, n, epsilon, delta):
-    """GG scale ``sigma_md`` of Algorithm 3, re-derived from Lemmas 1 and 3.
+def l2_sensitivity_factor(geom):
+    """``d^{1/2 - 1/q}``: ``||v||_2 <= d^{1/2 - 1/q} ||v||_q`` for ``q >= 2``
+    (Hölder), so a query whose sensitivity is ``s`` in the dual norm ``||.||_q``
+    has l2-sensitivity at most ``d^{1/2 - 1/q} s``."""
+    return float(geom.dim) ** (0.5 - 1.0 / geom.q)
 
-    One step releases a full-batch mean gradient; replacing one record moves it by
-    at most ``s = 2L/n`` in the dual norm ``||.||_q`` (each per-sample gradient has
-    ``||.||_q <= L``). Lemma 3 (GG mechanism) at ``(eps', delta')`` per step with
-    Lemma 1 (advanced composition) ``eps' = eps / (2 sqrt(2T ln(4/delta)))``,
-    ``delta' = delta / (2T)`` gives ``(eps, delta)`` over ``T`` steps and
 
-        sigma_md^2 = 16 kappa T ln(2T/delta) ln(4/delta) s^2 / eps^2.
+def gaussian_dual_moment(geom, sigma):
+    """Upper bound on ``E ||z||_{q+}^2`` for ``z ~ N(0, sigma^2 I_d)``.
 
-    The paper prints ``64 kappa T L^2 ln(1/delta) / (n eps)^2``, which lacks the
-    ``ln(T/delta)`` factor and does not follow from its lemmas.
+    Jensen (``q+ >= 2``): ``E ||z||_{q+}^2 <= (E ||z||_{q+}^{q+})^{2 / q+} = (d
+    E|g|^{q+})^{2 / q+} sigma^2`` with ``E|g|^r = 2^{r/2} Gamma((r + 1) / 2) /
+    sqrt(pi)``. A public number (the step sizes of Algorithm 4 read it).
+    """
+    r = geom.q_plus
+    log_moment = (
+        0.5 * r * math.log(2.0) + math.lgamma((r + 1.0) / 2.0) - 0.5 * math.log(math.pi)
+    )
+    return sigma**2 * math.exp((2.0 / r) * (math.log(geom.dim) + log_moment))
+
+
+def mirror_descent_noise_scale(l2_sensitivity, n_iter, epsilon, delta):
+    """Noise ``sigma`` of every step of Algorithm 3.
+
+    ``T`` Gaussian mechanisms of l2-sensitivity ``Delta`` and noise ``sigma`` compose
+    to ``sqrt(T) Delta / sigma``-GDP (Dong, Roth & Su 2022, Cor 3.3), which is
+    ``(epsilon, delta)``-DP at ``sigma = sqrt(T) Delta / mu``, ``mu`` the largest
+    GDP parameter that implies ``(epsilon, delta)`` (their Cor 2.13). (The paper
+    calibrates its GG noise by advanced composition, Lemmas 1 and 3.)
     """
     if math.isinf(epsilon):
         return 0.0
-    s = 2.0 * lipschitz / n
-    return math.sqrt(
-        16.0
-        * kappa
-        * n_iter
-        * math.log(2.0 * n_iter / delta)
-        * math.log(4.0 / delta)
-        * s**2
-        / epsilon**2
-    )
+    return math.sqrt(n_iter) * l2_sensitivity / approx_dp_to_gdp(epsilon, delta)
 
 
 def noisy_mirror_descent(
@@ -310,7 +327,8 @@ def noisy_mirror_descent(
 
     From ``w_1 = 0``, in dual coordinates ``y_t = grad Phi(w_t)``:
     ``y_{t+1} = (beta y_t - grad L^(w_t) - g_t) / (beta + alpha_reg)``,
-    ``w_{t+1} = grad Phi*(y_{t+1})``, with ``g_t ~ GG_{||.||_{q+}}(0, sigma_md^2)``;
+    ``w_{t+1} = grad Phi*(y_{t+1})``, with ``g_t`` Gaussian noise on the public grid
+    (the paper's ``GG_{||.||_{q+}}(0, sigma_md^2)``, see the module docstring);
     the output is the average of ``w_2..w_{T+1}`` with weights ``rho^t``,
     ``rho = (2 beta + alpha_reg) / (2 beta)`` (computed in log space).
 
@@ -344,7 +362,8 @@ def noisy_mirror_descent(
     Returns
     -------
     SolverResult
-        One ``approx_dp`` record: the whole run, ``(epsilon, delta)`` by Lemma 1.
+        One ``approx_dp`` record: the whole run, ``(epsilon, delta)`` by exact GDP
+        composition (:func:`mirror_descent_noise_scale`).
 
     References
     ----------
@@ -373,7 +392,9 @@ def noisy_mirror_descent(
     if alpha_reg == "auto":
         alpha_reg = 4.0 * beta / n_iter * math.log2(max(n / n_iter, 1.0))
     alpha_reg = float(alpha_reg)
-    sigma = mirror_descent_noise_scale(geom.kappa, n_iter, L, n, epsilon, delta)
+    # One record moves the mean gradient by <= 2L/n in ||.||_q: l2 by Hölder.
+    sensitivity = 2.0 * L / n * l2_sensitivity_factor(geom)
+    sigma = mirror_descent_noise_scale(sensitivity, n_iter, epsilon, delta)
     scales = _clip_scales(design, geom.q, feature_norm_bound)
 
     y_dual = np.zeros(shape)
@@ -386,19 +407,12 @@ def noisy_mirror_descent(
     for t in range(n_iter):
         U = loss.derivative(_predict(design, w, scales), y)
         grad = _weighted_sum(design, U, scales) / n
-        # Sensitivity 2L/n in ||.||_q (above); GG noise in ||.||_{q+}, Lemma 3.
-        # For q+ = 2 it is the Gaussian mechanism, released on the public grid.
-        if geom.q_plus == 2:
-            noisy = GaussianMechanism(2.0 * L / n, sigma).release(grad, rng)
-        else:
-            noisy = grad + generalized_gaussian_noise(
-                rng, sigma, d, geom.q_plus
-            ).reshape(shape)
+        noisy = GaussianMechanism(sensitivity, sigma).release(grad, rng)
         y_dual = (beta * y_dual - noisy) / (beta + alpha_reg)
         w = geom.grad_phi_star(y_dual)
         coef += weights[t] * w
     record = MechanismRecord(
-        "generalized Gaussian full-batch gradients (Alg. 3, Lemma 3 x T by Lemma 1)",
+        "Gaussian full-batch gradients (Alg. 3; exact GDP composition of T steps)",
         "approx_dp",
         count=1,
         epsilon=float(epsilon),
@@ -593,7 +607,9 @@ def _alg4_plan(n, d, geom, epsilon, delta, tau, sigma_g, beta, M, variant):
     eps_t = 1.0 if math.isinf(epsilon) else epsilon
     lndelta = math.log(1.0 / delta)
     plans = {}
-    # Shuffled: per-record GG local randomizer, sensitivity 2 tau in ||.||_q.
+    # Shuffled: per-record Gaussian local randomizer; two truncated gradients
+    # differ by <= 2 tau in ||.||_q, so by <= 2 tau h in l2 (h of Hölder).
+    h = l2_sensitivity_factor(geom)
     delta_s = delta / 2.0
     delta0 = delta / (3.0 * n * (math.exp(eps_t) + 1.0))
     if math.isinf(epsilon):
@@ -607,7 +623,7 @@ def _alg4_plan(n, d, geom, epsilon, delta, tau, sigma_g, beta, M, variant):
         sig = (
             0.0
             if math.isinf(eps0)
-            else math.sqrt(8.0 * geom.kappa * t_sh**2 * math.log(1.0 / delta0)) / eps0
+            else calibrate_analytic_gaussian(eps0, delta0, 2.0 * t_sh * h)
         )
         b = n // T
         plans["shuffled"] = dict(
@@ -615,14 +631,14 @@ def _alg4_plan(n, d, geom, epsilon, delta, tau, sigma_g, beta, M, variant):
             tau=t_sh,
             sigma=sig,
             b=b,
-            var=geom.kappa_plus * d * sig**2 / b,
+            var=geom.kappa_plus * gaussian_dual_moment(geom, sig) / b,
             eps0=eps0,
             delta0=delta0,
             delta_s=delta_s,
             achieved=achieved,
         )
-    # Batched: one GG draw per batch mean, sensitivity 2 tau / b; parallel
-    # composition over disjoint batches.
+    # Batched: one Gaussian release per batch mean, sensitivity 2 tau h / b in
+    # l2; parallel composition over disjoint batches.
     T_b = (n * eps_t) ** (2 / 3) / (geom.kappa ** (1 / 3) * (d * lndelta) ** (1 / 3))
     T_b = int(min(max(math.ceil(T_b), 1), n))
     lam_b = (
@@ -635,10 +651,14 @@ def _alg4_plan(n, d, geom, epsilon, delta, tau, sigma_g, beta, M, variant):
     sig_b = (
         0.0
         if math.isinf(epsilon)
-        else math.sqrt(2.0 * geom.kappa * lndelta * (2.0 * t_b / b_b) ** 2) / epsilon
+        else calibrate_analytic_gaussian(epsilon, delta, 2.0 * t_b * h / b_b)
     )
     plans["batched"] = dict(
-        T=T_b, tau=t_b, sigma=sig_b, b=b_b, var=geom.kappa_plus * d * sig_b**2
+        T=T_b,
+        tau=t_b,
+        sigma=sig_b,
+        b=b_b,
+        var=geom.kappa_plus * gaussian_dual_moment(geom, sig_b),
     )
     if variant == "auto":
         variant = min(plans, key=lambda k: plans[k]["var"])
@@ -672,23 +692,27 @@ def shuffled_mirror_descent(
     ``T`` consecutive batches (sizes differ by at most one). At step ``t`` every
     record ``x`` of batch ``t`` sends ``m_x = g_x + Z_x`` with
     ``g_x = grad l(w_{t-1}, x)`` if ``||g_x||_q <= tau`` else ``0`` (zeroing, not
-    rescaling) and its own ``Z_x ~ GG_{||.||_{q+}}(0, sigma_loc^2)`` (Remark 4);
+    rescaling) and its own Gaussian noise on the public grid (Remark 4's local
+    randomizer, with the Gaussian for the paper's ``GG_{||.||_{q+}}``);
     then ``w_t = argmin_{w in C} gamma Phi(w) - <gamma grad Phi(w_{t-1}) -
     mean_x m_x, w>``. Output: the average of ``w_1..w_T``; ``w_0 = 0``.
 
     Privacy (shuffled): two truncated gradients differ by at most ``2 tau`` in
-    ``||.||_q``, so each message is an ``(eps0, delta0)``-DP local randomizer with
-    ``sigma_loc^2 = 8 kappa tau^2 ln(1/delta0) / eps0^2`` (Lemma 3), adaptive in
-    the earlier messages only; amplification by shuffling (FMT21, Thms 3.1/3.8)
-    gives ``(eps, delta_s + (e^eps+1)(1+e^{-eps0}/2) n delta0)`` with
-    ``delta_s = delta/2``, ``delta0 = delta / (3 n (e^eps + 1))``, and ``eps0`` the
-    largest value ``<= 1`` with amplified epsilon ``<= eps``. When the cap
-    ``eps0 <= 1`` binds (``eps`` above about ``n^{-1/2}``), the *achieved* epsilon
-    is smaller than asked, and that is what the ledger records.
+    ``||.||_q``, hence by ``2 tau d^{1/2 - 1/q}`` in l2, so each message is an
+    ``(eps0, delta0)``-DP local randomizer with ``sigma_loc`` the analytic
+    Gaussian calibration (Balle & Wang 2018) of that sensitivity (the paper's
+    ``sigma_loc^2 = 8 kappa tau^2 ln(1/delta0) / eps0^2``, Lemma 3, is for its GG
+    noise), adaptive in the earlier messages only; amplification by shuffling
+    (FMT21, Thms 3.1/3.8) gives ``(eps, delta_s + (e^eps+1)(1+e^{-eps0}/2) n
+    delta0)`` with ``delta_s = delta/2``, ``delta0 = delta / (3 n (e^eps + 1))``,
+    and ``eps0`` the largest value ``<= 1`` with amplified epsilon ``<= eps``.
+    When the cap ``eps0 <= 1`` binds (``eps`` above about ``n^{-1/2}``), the
+    *achieved* epsilon is smaller than asked, and that is what the ledger records.
 
     Privacy (batched, ``variant="batched"``, any ``0 < eps <= 1``): one
-    ``GG(0, sigma_b^2)`` per batch mean, ``sigma_b^2 = 2 kappa ln(1/delta)
-    (2 tau / b)^2 / eps^2``; every record is in one batch (parallel composition).
+    Gaussian release per batch mean, of l2-sensitivity ``2 tau d^{1/2 - 1/q} /
+    b`` and analytic ``(eps, delta)`` calibration; every record is in one batch
+    (parallel composition).
     ``variant="auto"`` picks, from public quantities, the smaller injected variance.
 
     Parameters
@@ -780,33 +804,22 @@ def shuffled_mirror_descent(
         # extreme record can be +-inf, and inf * 0 is NaN (NaN coefficients on one
         # neighbour only).
         U = np.where(keep if U.ndim == 1 else keep[:, None], U, 0.0)
-        if variant == "shuffled" and geom.q_plus == 2:
-            # Each record's local randomizer is the Gaussian mechanism of
-            # l2-sensitivity 2 tau, released on the public grid (Lemma 3 with
-            # q+ = 2); the sum of the released vectors is post-processing.
-            local = GaussianMechanism(2.0 * tau, sigma)
-            g_bar = _local_gaussian_sum(batch, U, local, rng) / b_t
+        h = l2_sensitivity_factor(geom)
+        if sigma == 0:  # the non-private testing mode (tau may be infinite)
+            g_bar = _weighted_sum(batch, U, ones[:b_t]) / b_t
         elif variant == "shuffled":
-            g_sum = _weighted_sum(batch, U, ones[:b_t])
-            # Local randomizer per record: sensitivity 2 tau in ||.||_q (Lemma 3).
-            per = max(1, _NOISE_BLOCK // max(d, 1))
-            for start in range(0, b_t, per):
-                k = min(per, b_t - start)
-                Z = generalized_gaussian_noise(rng, sigma, d, geom.q_plus, size=k)
-                g_sum = g_sum + Z.sum(axis=0).reshape(shape)
-            g_bar = g_sum / b_t
+            # Each record's local randomizer: the Gaussian mechanism of
+            # l2-sensitivity 2 tau h, released on the public grid; the sum of the
+            # released vectors is post-processing.
+            local = GaussianMechanism(2.0 * tau * h, sigma)
+            g_bar = _local_gaussian_sum(batch, U, local, rng) / b_t
         else:
+            # Batch mean: l2-sensitivity 2 tau h / b_t <= 2 tau h / b, b = floor(n
+            # / T) the smallest batch size, released on the public grid.
             g_sum = _weighted_sum(batch, U, ones[:b_t])
-            # Batch mean: sensitivity 2 tau / b in ||.||_q; b = floor(n / T) is
-            # the smallest batch size.
-            if geom.q_plus == 2:  # the Gaussian mechanism, on the public grid
-                g_bar = GaussianMechanism(2.0 * tau / b_t, sigma).release(
-                    g_sum / b_t, rng
-                )
-            else:
-                g_bar = g_sum / b_t + generalized_gaussian_noise(
-                    rng, sigma, d, geom.q_plus
-                ).reshape(shape)
+            g_bar = GaussianMechanism(2.0 * tau * h / b_t, sigma).release(
+                g_sum / b_t, rng
+            )
         theta = gamma * geom.grad_phi(w) - g_bar
         w = _bregman_step(geom, constraint, theta, gamma)
         coef += w / T
@@ -817,10 +830,10 @@ def shuffled_mirror_descent(
             if math.isfinite(eps_spent)
             else delta
         )
-        name = "shuffled GG local randomizers (Alg. 4; FMT21 amplification)"
+        name = "shuffled Gaussian local randomizers (Alg. 4; FMT21 amplification)"
     else:
         eps_spent, delta_spent = float(epsilon), float(delta)
-        name = "GG batch means (Alg. 4 batched; parallel composition)"
+        name = "Gaussian batch means (Alg. 4 batched; parallel composition)"
     record = MechanismRecord(
         name, "approx_dp", count=1, epsilon=float(eps_spent), delta=float(delta_spent)
     )

@@ -328,65 +328,6 @@ class LaplaceMechanism:
         )
 
 
-def generalized_gaussian_noise(rng, sigma, dim, q, size=None):
-    """Draw generalized Gaussian noise ``GG_{||.||_q}(0, sigma^2)`` in ``R^dim``.
-
-    The density is proportional to ``exp(-||z||_q^2 / (2 sigma^2))`` (Bassily,
-    Guzmán & Nandi 2021, Definition of the GG mechanism; Su, Zhao & Wang,
-    Definition 4). Exact sampler by polar decomposition: the direction
-    ``u = y / ||y||_q`` with ``y_j = +-Gamma(1/q, 1)^{1/q}`` i.i.d. is the cone
-    measure of the unit ``l_q`` sphere, and the radius is ``sigma * chi_dim``
-    (then ``E ||z||_q^2 = dim sigma^2``). For ``q = 2`` this is ``N(0, sigma^2 I)``.
-    Not the same as i.i.d. coordinates with density ``exp(-|t|^q)``. The Gamma
-    draws are made in log space (``G_a = G_{a+1} U^{1/a}``), so ``q`` up to ~40
-    (the ``2 ln d + 1`` of high dimensions) neither underflows nor overflows. The
-    privacy statement (sensitivity in the dual norm, Lemma 3) belongs to the caller.
-
-    Parameters
-    ----------
-    rng : numpy.random.Generator
-    sigma : float
-        Scale, ``>= 0`` (``0`` gives zeros).
-    dim : int
-    q : float
-        Norm index, ``q >= 1``.
-    size : int, optional
-        Number of independent vectors; the result then has shape ``(size, dim)``.
-
-    Returns
-    -------
-    ndarray of shape (dim,) or (size, dim)
-
-    References
-    ----------
-    .. [1] Bassily, R., Guzmán, C. and Nandi, A. (2021). Non-Euclidean
-       differentially private stochastic convex optimization. COLT.
-    .. [2] Su, J., Zhao, C. and Wang, D. Differentially private stochastic convex
-       optimization in (non)-Euclidean space revisited, Definition 4, Lemma 3.
-    """
-    _check_rng(rng)
-    if not (sigma >= 0 and math.isfinite(sigma)):
-        raise ValueError(f"sigma must be finite and >= 0, got {sigma!r}.")
-    if not (q >= 1 and math.isfinite(q)):
-        raise ValueError(f"q must be finite and >= 1, got {q!r}.")
-    shape = (int(dim),) if size is None else (int(size), int(dim))
-    if sigma == 0 or dim == 0:
-        return np.zeros(shape)
-    a = 1.0 / q
-    log_g = (
-        np.log(rng.gamma(a + 1.0, 1.0, size=shape)) + np.log(rng.random(size=shape)) / a
-    )
-    log_y = log_g / q
-    log_y -= log_y.max(axis=-1, keepdims=True)
-    y = np.exp(log_y) * rng.choice([-1.0, 1.0], size=shape)
-    norm = np.sum(np.abs(y) ** q, axis=-1, keepdims=True) ** (1.0 / q)
-    radius = sigma * np.sqrt(rng.chisquare(int(dim), size=shape[:-1] + (1,)))
-    return radius * y / norm
-
-
-__all__ += ["generalized_gaussian_noise"]
-
-
 #: Resolution of the integer scores of :func:`exponential_mechanism`: ``2^k``
 #: units per unit of ``epsilon s / (2 Delta)``, with ``2^k epsilon >= 2^22``
 #: (``k <= 48``, the exact Bernoulli sampler's limit), so the rounding costs a

@@ -113,10 +113,9 @@ def shuffle_local_epsilon(epsilon, n, delta_s, cap=1.0, rtol=1e-12):
     """Largest local ``epsilon0 <= cap`` whose shuffled ``epsilon`` is ``<= epsilon``.
 
     Inverts :func:`shuffle_epsilon` (increasing in ``epsilon0``) by bisection,
-    within its validity range, and caps the result at ``cap``: Su, Zhao & Wang's
-    Lemma 3 (generalized Gaussian calibration) states no range, but it is a
-    tail-bound argument like the classic Gaussian one and every theorem of the
-    paper assumes ``epsilon < 1``, so it is only used for local ``epsilon0 <= 1``.
+    within its validity range, and caps the result at ``cap``: every theorem of
+    Su, Zhao & Wang's paper assumes ``epsilon < 1``, so the local randomizers are
+    only calibrated at ``epsilon0 <= 1``.
     When the cap or the validity range binds, the achieved central epsilon is below
     the request; it is returned so that the caller reports what was actually spent.
 

@@ -116,17 +116,34 @@ def _spy_release(monkeypatch, drawn, with_noise=False):
     monkeypatch.setattr(objp.GaussianMechanism, "release", spy)
 
 
+def _spy_objective_noise(monkeypatch, drawn, with_noise=False):
+    """Record the objective's noise ``G`` as a draw: its continuous part's std
+    ``step sqrt(V - 36)`` (``objective_noise_grid``), its shape and its values."""
+    plans = []
+    real_plan = objp.objective_noise_grid
+    real_draw = objp.discrete_gaussian
+
+    def plan_spy(*args, **kwargs):
+        plans.append(real_plan(*args, **kwargs))
+        return plans[-1]
+
+    def draw_spy(rng, variance, size):
+        out = real_draw(rng, variance, size)
+        step = plans[-1].step
+        entry = (step * math.sqrt(variance - 36.0), size, out * step)
+        drawn.append(entry if with_noise else entry[:2])
+        return out
+
+    monkeypatch.setattr(objp, "objective_noise_grid", plan_spy)
+    monkeypatch.setattr(objp, "discrete_gaussian", draw_spy)
+    return plans
+
+
 @pytest.mark.parametrize("loss_name", ["squared", "logistic"])
 @pytest.mark.parametrize("fit_intercept", [False, True])
 def test_noise_scales_drawn_and_feasible(monkeypatch, loss_name, fit_intercept):
     drawn = []
-    real = objp.gaussian_noise
-
-    def spy(rng, sigma, size=None):
-        drawn.append((sigma, size))
-        return real(rng, sigma, size)
-
-    monkeypatch.setattr(objp, "gaussian_noise", spy)
+    _spy_objective_noise(monkeypatch, drawn)
     _spy_release(monkeypatch, drawn)
     X, y = _data(loss=loss_name)
     C = L1Ball(1.0, n_features=50)
@@ -152,6 +169,54 @@ def test_noise_scales_drawn_and_feasible(monkeypatch, loss_name, fit_intercept):
         assert abs(res.coef[50]) <= 1.0
     spent = PrivacySpent.from_records(res.records, 1e-5)
     assert spent.epsilon <= 0.5 and spent.epsilon > 0.4
+
+
+@pytest.mark.parametrize("K", [1, 3])
+def test_objective_noise_is_on_a_grid_a_coupling_away(monkeypatch, K):
+    # G = step K with K integer: on the public grid whatever the data. Its
+    # continuous part has std >= sigma_1 (Theorem 1 only gains), and the residual
+    # bound moves the minimiser by at most gamma / 2 (the output perturbation's
+    # sensitivity 2 gamma then covers theta_2).
+    drawn = []
+    plans = _spy_objective_noise(monkeypatch, drawn, with_noise=True)
+    if K == 1:
+        X, y = _data(loss="logistic")
+        loss, C, kwargs = get_loss("logistic"), L1Ball(1.0, n_features=50), {}
+    else:
+        X, y = _multiclass(n=2000, d=30, K=K, seed=2)
+        loss, C, kwargs = (
+            get_loss("multinomial"),
+            L1Ball(2.0, n_features=30),
+            {"n_classes": K},
+        )
+    captured = {}
+    real = objp.objective_perturbation_constants
+
+    def constants_spy(**kw):
+        captured.update(real(**kw))
+        return captured
+
+    monkeypatch.setattr(objp, "objective_perturbation_constants", constants_spy)
+    design = LinearDesign(X, True)
+    objp.approximate_objective_perturbation(
+        design,
+        y,
+        loss,
+        C,
+        epsilon=1.0,
+        delta=1e-6,
+        rng=np.random.default_rng(3),
+        **kwargs,
+    )
+    (plan,) = plans
+    (sigma, _, G) = drawn[0]
+    n, p = X.shape[0], design.dim * K
+    assert math.frexp(plan.step)[0] == 0.5  # a power of two
+    assert np.all(np.mod(G, plan.step) == 0)
+    assert plan.step <= 2.0**-10 * captured["sigma1"] / math.sqrt(p)
+    assert captured["sigma1"] <= plan.sigma <= captured["sigma1"] * (1 + 1e-2)
+    assert sigma == pytest.approx(captured["sigma1"], rel=1e-12)
+    assert plan.residual_bound / (n * captured["mu_J"]) <= captured["gamma"] / 2
 
 
 def test_certification_failure_raises():
@@ -377,14 +442,7 @@ def test_multinomial_noise_drawn_with_stated_std(monkeypatch, fit_intercept):
     from scipy import stats
 
     drawn = []
-    real = objp.gaussian_noise
-
-    def spy(rng, sigma, size=None):
-        out = real(rng, sigma, size)
-        drawn.append((sigma, size, out))
-        return out
-
-    monkeypatch.setattr(objp, "gaussian_noise", spy)
+    _spy_objective_noise(monkeypatch, drawn, with_noise=True)
     _spy_release(monkeypatch, drawn, with_noise=True)
     K, d = 4, 200
     X, y = _multiclass(n=3000, d=d, K=K, seed=1)

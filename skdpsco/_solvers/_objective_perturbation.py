@@ -5,7 +5,9 @@ Release ``theta^ = Proj_C(theta_2 + H)`` where ``theta_2`` approximately minimis
 
     J(theta) = L^(theta) + <G, theta> / n + c_tot ||theta||_2^2   over C,
 
-``G ~ N(0, sigma_1^2 I)`` and ``H ~ N(0, sigma_2^2 I)``. The budget is split in two
+``G ~ N(0, sigma_1^2 I)`` (drawn on a public grid, a coupling away from that law:
+:func:`objective_noise_grid`) and ``H ~ N(0, sigma_2^2 I)`` (the grid Gaussian
+mechanism). The budget is split in two
 halves (the ``ln(2.5/delta) = ln(1.25/(delta/2))`` of Algorithm 1): the
 objective-perturbation release of the exact minimiser ``theta*`` costs
 ``(eps/2, delta/2)`` (Theorem 1; the Jacobian term ``<= eps/4`` by
@@ -49,14 +51,20 @@ one group of rows per id), times ``[-B, B]^K`` for the intercept row.
 
 import dataclasses
 import math
+from typing import NamedTuple
 
 import numpy as np
 from scipy import stats
 
 from .._constraints import Box, GroupL12Ball
 from ..privacy._accounting import calibrate_analytic_gaussian
+from ..privacy._discrete import (
+    COUPLING_SIGMA,
+    discrete_gaussian,
+    discrete_gaussian_levels,
+)
 from ..privacy._ledger import MechanismRecord
-from ..privacy._mechanisms import GaussianMechanism, gaussian_noise
+from ..privacy._mechanisms import GRID_SLACK, GaussianMechanism
 from ._certified import _ROUNDING_FACTOR, certified_minimize_fixed
 from ._gradient_descent import SolverResult
 from ._mirror_descent import _clip_scales, _predict, _weighted_sum
@@ -291,6 +299,56 @@ def _noise_norm_bound(sigma1, n_params, epsilon, delta):
     return sigma1 * (math.sqrt(n_params) + s)
 
 
+class ObjectiveNoiseGrid(NamedTuple):
+    """Public plan of the grid draw of ``G`` (:func:`objective_noise_grid`)."""
+
+    step: float
+    variance: float
+    sigma: float
+    residual_bound: float
+
+
+def objective_noise_grid(sigma1, n_params, n, mu, gamma, epsilon, delta):
+    """Public plan of ``G = step K``, ``K`` a discrete Gaussian of variance
+    ``variance`` (in grid units), for the objective's noise ``N(0, sigma1^2 I)``.
+
+    Theorem 1's change of variables needs ``G`` to have a density, which no float
+    draw has. The draw is on the grid ``step Z^p`` instead, and the proof runs on a
+    coupling. By Peikert's convolution theorem (2010, Thm 3.1; the argument of
+    :meth:`~skdpsco.privacy.GaussianMechanism.release`) ``K`` is, within total
+    variation ``2^-780`` per coordinate, ``Y + R`` with ``Y ~ N(0, (V' - 6^2) I)``
+    continuous (``V' >= variance`` the variance the sampler realises) and ``R``
+    given ``Y`` a discrete Gaussian of parameter 6 on ``Z^p - Y``. So ``G = G_c +
+    step R`` with ``G_c = step Y ~ N(0, sigma^2 I)``, ``sigma = step sqrt(V' - 36)
+    >= sigma1``: Theorem 1 holds for ``G_c`` (more noise only lowers its Gaussian
+    term). ``R`` is sub-Gaussian with parameter 6 (Micciancio & Peikert 2012,
+    Lemma 2.8, 6 above the smoothing parameter of ``Z``), so ``||step R||_2 <=
+    residual_bound = step sqrt(p) t`` except with probability ``2 p e^{-t^2 / 72}
+    (1 + 2^-700) <= eta``, ``(1 + e^eps) eta <= 2^-64 delta``. The minimiser of the
+    objective with ``G`` and the one with ``G_c`` then differ by at most
+    ``residual_bound / (n mu) <= gamma / 2`` (``J`` is ``mu``-strongly convex and
+    ``G`` enters its gradient as ``G / n``), which fixes ``step``: with the
+    certified ``||theta_2 - theta*(G)|| <= gamma / 2``, ``theta_2`` lies within
+    ``gamma`` of the minimiser for ``G_c``, and the output perturbation's
+    sensitivity ``2 gamma`` covers it (the coupling of its proof is made with
+    ``G_c``). The step is also at most ``2^-10 sigma1 / sqrt(p)``.
+    """
+    eta = 2.0**-65 * delta * math.exp(-min(epsilon, 700.0))
+    t = math.sqrt(
+        2.0 * COUPLING_SIGMA**2 * math.log(2.0 * (1.0 + 2.0**-20) * n_params / eta)
+    )
+    reach = min(
+        GRID_SLACK * sigma1 / math.sqrt(n_params),
+        n * mu * gamma / (2.0 * math.sqrt(n_params) * t),
+    )
+    _, exponent = math.frexp(reach)
+    step = math.ldexp(1.0, exponent - 1)  # the largest power of two <= reach
+    variance = (sigma1 / step) ** 2 + COUPLING_SIGMA**2
+    realised = discrete_gaussian_levels(variance)[1]
+    sigma = step * math.sqrt(realised - COUPLING_SIGMA**2)
+    return ObjectiveNoiseGrid(step, variance, sigma, step * math.sqrt(n_params) * t)
+
+
 def objective_perturbation_iterations(
     *, start_gradient, start_distance, gradient_bound, r_max, mu, smoothness, tol
 ):
@@ -522,6 +580,11 @@ def approximate_objective_perturbation(
     )
     c_tot, mu_J = k["c_tot"], k["mu_J"]
     H_J = beta + mu_J
+    grid = (
+        objective_noise_grid(k["sigma1"], n_params, n, mu_J, k["gamma"], epsilon, delta)
+        if k["sigma1"] > 0
+        else None
+    )
     feasible = _ProductSet(constraint, d, B)
     # Public start x_0 = P_C(0) (0 itself unless C excludes it, e.g. the simplex).
     w0 = feasible.project(np.zeros(shape))
@@ -534,7 +597,16 @@ def approximate_objective_perturbation(
         # every dataset unless ||G|| > t, so a failure (nothing released) adds at
         # most 2^-64 delta to the delta of the release, below its float rounding.
         x0_norm = float(np.linalg.norm(w0))
-        noise = _noise_norm_bound(k["sigma1"], n_params, epsilon, delta) / n
+        # ||G|| <= ||G_c|| + ||step R|| (objective_noise_grid).
+        noise = (
+            0.0
+            if grid is None
+            else (
+                _noise_norm_bound(grid.sigma, n_params, epsilon, delta)
+                + grid.residual_bound
+            )
+            / n
+        )
         loss_at_x0 = R_aug * (R_aug * x0_norm + R_y) if loss.name == "squared" else L
         max_iter = objective_perturbation_iterations(
             start_gradient=loss_at_x0 + noise + mu_J * x0_norm,
@@ -557,10 +629,12 @@ def approximate_objective_perturbation(
             raise ValueError(f"multinomial labels must be in {{0, ..., {K - 1}}}.")
     # Objective perturbation: replacing one record moves n grad L^(theta*) by at
     # most 2L, inside a fixed subspace of dimension m (Theorem 1; sigma_1 above).
-    # G stays continuous (the theorem's change of variables needs its density);
-    # it is never released: the output is a grid value of the output mechanism
-    # below, whose noise hides the minimiser's low-order bits.
-    G = gaussian_noise(rng, k["sigma1"], shape)
+    # G is drawn on a public grid, a coupling away from the continuous Gaussian
+    # the theorem needs (objective_noise_grid).
+    if grid is None:
+        G = np.zeros(shape)
+    else:
+        G = discrete_gaussian(rng, grid.variance, shape).astype(float) * grid.step
 
     def value_and_grad(w):
         z = _predict(design, w, scales)

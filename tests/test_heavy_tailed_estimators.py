@@ -220,6 +220,32 @@ def test_privacy_spent_is_what_was_asked_and_never_more(Est):
         assert "replace-one" in spent.neighbouring
 
 
+@pytest.mark.parametrize("scaling", ["none", "private"])
+@pytest.mark.parametrize("delta", [1e-3, 1e-6, 1e-9])
+def test_smooth_sensitivity_gd_spends_its_epsilon_delta(scaling, delta):
+    # (epsilon, delta) per step, basic composition; with or without the scaling's
+    # records the accountant certifies the whole budget for any delta (the per-step
+    # delta leaves the samplers' slack a margin a double holds).
+    X, y = _regression(400)
+    est = HeavyTailedDPRidge(
+        algorithm="smooth_sensitivity_gd",
+        scaling=scaling,
+        epsilon=2.0,
+        delta=delta,
+        max_iter=7,
+        random_state=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the capped trim count
+        est.fit(X, y)
+    spent = est.privacy_spent_
+    assert spent.epsilon <= 2.0 and spent.epsilon == pytest.approx(2.0, rel=1e-6)
+    assert spent.delta == delta
+    steps = [r for r in spent.mechanisms if "propose-test-release" in r.name]
+    assert [(r.kind, r.count) for r in steps] == [("approx_dp", 7)]
+    assert np.all(np.isfinite(est.coef_))
+
+
 def test_reproducible_with_seed_and_random_without():
     # Enough records for the private scaling to locate zero-centred columns.
     X, y = _regression(n=2000)

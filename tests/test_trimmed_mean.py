@@ -29,6 +29,8 @@ from skdpsco.privacy import (
     account_records,
     calibrate_analytic_gaussian,
 )
+from skdpsco.privacy._discrete import discrete_gaussian_levels
+from skdpsco.privacy._mechanisms import grid_step
 
 
 def reference_smooth_sens(z, m, a, b, t):
@@ -240,13 +242,36 @@ def test_ptr_parameters_worked_numbers():
     # The margin is a few noise deviations of the bound (about 1 by the choice of t).
     assert 1.0 < params.log_margin < 1.1
     assert params.log_margin > bound.sigma * math.sqrt(2 * log_tail)
+    # Exact calibrations: the bound at (eps1, delta1), the value at (eps2, delta2)
+    # with delta2 what the split leaves, and the margin from the variance the
+    # sampler realises (a mutant forgetting delta_fail, calibrating at the whole
+    # epsilon or using the requested variance fails here).
+    assert bound.sigma == calibrate_analytic_gaussian(eps1, delta1, bound.sensitivity)
     value = params.value_mechanism
     assert value.sensitivity == pytest.approx(math.sqrt(p) * (1 + 2.0**-16))
+    delta2 = delta - delta_fail - delta1 * math.exp(eps2) * (1 + 2.0**-20)
+    assert value.sigma == pytest.approx(
+        calibrate_analytic_gaussian(eps2, delta2, value.sensitivity), rel=1e-9
+    )
+    gamma = grid_step(min(bound.sensitivity, bound.sigma), p)
+    variance = (bound.sigma * (1 + 2.0**-10) / gamma) ** 2 + 36.0
+    realised = discrete_gaussian_levels(variance)[1]
+    assert realised > variance
+    assert params.log_margin == (
+        gamma * (math.sqrt(2 * realised * log_tail) + 0.5) + 2.0**-40
+    )
     # The deltas of the proof fit in delta; the value's is about a quarter of it.
     eps2_delta = epsilon_for_gaussian(value.sensitivity, value.sigma, delta)
     assert eps2_delta < eps
     assert delta_fail + math.exp(eps2) * delta1 + delta / 4 * (1 - 2.0**-20) <= delta
-    for bad in [(0.0, 1e-6), (math.inf, 1e-6), (1.0, 0.0), (1.0, 1.0), (True, 0.1)]:
+    for bad in [
+        (0.0, 1e-6),
+        (math.inf, 1e-6),
+        (1.0, 0.0),
+        (1.0, 1.0),
+        (True, 0.1),
+        (2000.0, 1e-6),  # the samplers' slack cannot fit (not an OverflowError)
+    ]:
         with pytest.raises(ValueError):
             ptr_parameters(*bad, 3)
 
@@ -386,6 +411,14 @@ def test_budget_validation():
         oracle.calibrate(100, None, (1,), epsilon=-1.0, delta=1e-6)
     testing = oracle.calibrate(100, math.inf, (1,))
     assert (testing.epsilon_, testing.delta_) == (math.inf, 0.0)
+    # Bounds narrower than 2^20 ulps of their magnitude: S_hat could not stay above
+    # the rounding of mean / S_hat that the value's sensitivity allows for.
+    narrow = SmoothSensitivityTrimmedMeanOracle(
+        mean_bounds=(387083927551.9525, 387083927552.12854), trim_count=1
+    )
+    with pytest.raises(ValueError, match="2\\^20 ulps"):
+        narrow.calibrate(100, None, (1,), epsilon=1.0, delta=1e-6)
+    assert narrow.calibrate(100, math.inf, (1,)).trim_count_ == 1
 
 
 def test_output_stays_in_mean_bounds_when_clipped():

@@ -382,6 +382,12 @@ def ptr_parameters(epsilon, delta, n_coordinates):
     ):
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
     p = int(n_coordinates)
+    if epsilon > 700.0:
+        raise ValueError(
+            f"epsilon={epsilon:g} per call is too large for delta={delta:g}: the "
+            "grid Gaussian's total variation slack does not fit in delta (such an "
+            "epsilon promises nothing anyway)."
+        )
     eps1 = epsilon * _BOUND_EPSILON_SHARE
     eps2 = _exact_split(epsilon, eps1)
     delta_fail = delta / 2.0
@@ -664,6 +670,14 @@ class SmoothSensitivityTrimmedMeanOracle:
         p = math.prod(shape)
         a, b = self._resolve_bounds()
         floor = self._noise_floor(a, b)
+        if not testing and floor > b - a:
+            # S_hat lies in [S_min, b - a]; the value's sensitivity slack needs
+            # S_hat >= 2^20 ulps of the bounds (public numbers).
+            raise ValueError(
+                f"mean_bounds {(a, b)!r} are narrower than 2^20 ulps of their "
+                "magnitude: the release cannot be computed to the precision its "
+                "proof needs; use a wider range."
+            )
         if testing:
             params = None
             t = math.inf

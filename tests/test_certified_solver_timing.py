@@ -296,7 +296,15 @@ def _objp_public_count(epsilon):
         r_max=1.0,
         gaussian_width=C.gaussian_width(d),
     )
-    noise = objp._noise_norm_bound(k["sigma1"], d, epsilon, delta) / n
+    noise = 0.0
+    if k["sigma1"] > 0:
+        # ||G|| <= ||G_c|| + the residual bound of its grid (objective_noise_grid).
+        grid = objp.objective_noise_grid(
+            k["sigma1"], d, n, k["mu_J"], k["gamma"], epsilon, delta
+        )
+        noise = (
+            objp._noise_norm_bound(grid.sigma, d, epsilon, delta) + grid.residual_bound
+        ) / n
     return objp.objective_perturbation_iterations(
         start_gradient=1.0 + noise,  # R_z (R_z ||x_0|| + R_y) at x_0 = 0
         start_distance=2.0,
@@ -313,12 +321,12 @@ def objp_gradient_counter(monkeypatch):
     """Count the gradient evaluations of every objective-perturbation solve.
 
     Each gradient calls ``_weighted_sum`` once (the counter sits below whichever
-    solver runs); each solve draws ``G`` once, before its first gradient, which
-    opens a new count.
+    solver runs); each solve computes its rows' clipping factors once, before its
+    first gradient, which opens a new count.
     """
     counts = []
     weighted_sum = objp._weighted_sum
-    draw = objp.gaussian_noise
+    draw = objp._clip_scales
 
     def counting_weighted_sum(*args):
         counts[-1] += 1
@@ -329,7 +337,7 @@ def objp_gradient_counter(monkeypatch):
         return draw(*args, **kwargs)
 
     monkeypatch.setattr(objp, "_weighted_sum", counting_weighted_sum)
-    monkeypatch.setattr(objp, "gaussian_noise", new_solve)
+    monkeypatch.setattr(objp, "_clip_scales", new_solve)
     return counts
 
 

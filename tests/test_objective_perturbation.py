@@ -117,25 +117,24 @@ def _spy_release(monkeypatch, drawn, with_noise=False):
 
 
 def _spy_objective_noise(monkeypatch, drawn, with_noise=False):
-    """Record the objective's noise ``G`` as a draw: its continuous part's std
-    ``step sqrt(V - 36)`` (``objective_noise_grid``), its shape and its values."""
+    """Record the objective's noise ``G`` as a draw: the scale asked of the grid
+    sampler, its shape and its values; returns the grid plans."""
     plans = []
     real_plan = objp.objective_noise_grid
-    real_draw = objp.discrete_gaussian
+    real_draw = objp.grid_gaussian_noise
 
     def plan_spy(*args, **kwargs):
         plans.append(real_plan(*args, **kwargs))
         return plans[-1]
 
-    def draw_spy(rng, variance, size):
-        out = real_draw(rng, variance, size)
-        step = plans[-1].step
-        entry = (step * math.sqrt(variance - 36.0), size, out * step)
-        drawn.append(entry if with_noise else entry[:2])
+    def draw_spy(rng, sigma, step, size):
+        out = real_draw(rng, sigma, step, size)
+        assert step == plans[-1].step
+        drawn.append((sigma, size, out) if with_noise else (sigma, size))
         return out
 
     monkeypatch.setattr(objp, "objective_noise_grid", plan_spy)
-    monkeypatch.setattr(objp, "discrete_gaussian", draw_spy)
+    monkeypatch.setattr(objp, "grid_gaussian_noise", draw_spy)
     return plans
 
 

@@ -58,13 +58,14 @@ from scipy import stats
 
 from .._constraints import Box, GroupL12Ball
 from ..privacy._accounting import calibrate_analytic_gaussian
-from ..privacy._discrete import (
-    COUPLING_SIGMA,
-    discrete_gaussian,
-    discrete_gaussian_levels,
-)
+from ..privacy._discrete import COUPLING_SIGMA
 from ..privacy._ledger import MechanismRecord
-from ..privacy._mechanisms import GRID_SLACK, GaussianMechanism
+from ..privacy._mechanisms import (
+    GRID_SLACK,
+    GaussianMechanism,
+    grid_gaussian_noise,
+    grid_gaussian_sigma,
+)
 from ._certified import _ROUNDING_FACTOR, certified_minimize_fixed
 from ._gradient_descent import SolverResult
 from ._mirror_descent import _clip_scales, _predict, _weighted_sum
@@ -303,14 +304,13 @@ class ObjectiveNoiseGrid(NamedTuple):
     """Public plan of the grid draw of ``G`` (:func:`objective_noise_grid`)."""
 
     step: float
-    variance: float
     sigma: float
     residual_bound: float
 
 
 def objective_noise_grid(sigma1, n_params, n, mu, gamma, epsilon, delta):
-    """Public plan of ``G = step K``, ``K`` a discrete Gaussian of variance
-    ``variance`` (in grid units), for the objective's noise ``N(0, sigma1^2 I)``.
+    """Public plan of the objective's noise ``N(0, sigma1^2 I)`` drawn on the grid
+    ``step Z^p`` (:func:`~skdpsco.privacy._mechanisms.grid_gaussian_noise`).
 
     Theorem 1's change of variables needs ``G`` to have a density, which no float
     draw has. The draw is on the grid ``step Z^p`` instead, and the proof runs on a
@@ -343,10 +343,8 @@ def objective_noise_grid(sigma1, n_params, n, mu, gamma, epsilon, delta):
     )
     _, exponent = math.frexp(reach)
     step = math.ldexp(1.0, exponent - 1)  # the largest power of two <= reach
-    variance = (sigma1 / step) ** 2 + COUPLING_SIGMA**2
-    realised = discrete_gaussian_levels(variance)[1]
-    sigma = step * math.sqrt(realised - COUPLING_SIGMA**2)
-    return ObjectiveNoiseGrid(step, variance, sigma, step * math.sqrt(n_params) * t)
+    sigma = grid_gaussian_sigma(sigma1, step)
+    return ObjectiveNoiseGrid(step, sigma, step * math.sqrt(n_params) * t)
 
 
 def objective_perturbation_iterations(
@@ -634,7 +632,7 @@ def approximate_objective_perturbation(
     if grid is None:
         G = np.zeros(shape)
     else:
-        G = discrete_gaussian(rng, grid.variance, shape).astype(float) * grid.step
+        G = grid_gaussian_noise(rng, k["sigma1"], grid.step, shape)
 
     def value_and_grad(w):
         z = _predict(design, w, scales)

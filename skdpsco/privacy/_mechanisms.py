@@ -25,6 +25,7 @@ from ._discrete import (
     MAX_LAPLACE_SCALE,
     bernoulli_exp,
     discrete_gaussian,
+    discrete_gaussian_levels,
     discrete_laplace,
     uniform_permutation,
 )
@@ -96,6 +97,8 @@ __all__ = [
     "GaussianMechanism",
     "LaplaceMechanism",
     "gaussian_noise",
+    "grid_gaussian_noise",
+    "grid_gaussian_sigma",
     "laplace_noise",
     "sigma_for_zcdp",
 ]
@@ -126,6 +129,51 @@ def laplace_noise(rng, scale, size=None):
     if scale == 0:
         return np.zeros(size) if size is not None else 0.0
     return rng.laplace(0.0, scale, size=size)
+
+
+def grid_gaussian_noise(rng, sigma, step, size):
+    """Gaussian noise of scale ``sigma`` on the public grid ``step Z``.
+
+    ``step K`` with ``K`` a discrete Gaussian of variance ``(sigma / step)^2 + 6^2``
+    (grid units). By Peikert's convolution theorem (the argument of
+    :meth:`GaussianMechanism.release`), ``K`` is, within total variation
+    ``2^-780`` per coordinate, ``Y + R``: ``Y`` a continuous Gaussian of standard
+    deviation :func:`grid_gaussian_sigma` over ``step`` (at least ``sigma /
+    step``), and ``R``, given ``Y``, a discrete Gaussian of parameter 6 on ``Z -
+    Y``. For noise that is not released itself but enters a computation whose
+    proof needs a continuous Gaussian (objective perturbation), the caller bounds
+    what ``step R`` can change.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    sigma : float
+        ``> 0``.
+    step : float
+        A power of two, ``> 0`` (public).
+    size : int or tuple of int
+
+    Returns
+    -------
+    ndarray of multiples of ``step``
+    """
+    _check_rng(rng)
+    if not (sigma > 0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma must be finite and > 0, got {sigma!r}.")
+    if not (step > 0 and math.frexp(step)[0] == 0.5):
+        raise ValueError(f"step must be a positive power of two, got {step!r}.")
+    variance = (sigma / step) ** 2 + COUPLING_SIGMA**2
+    # |K| stays far below 2^53: step K is exact.
+    return discrete_gaussian(rng, variance, size).astype(float) * step
+
+
+def grid_gaussian_sigma(sigma, step):
+    """Standard deviation of the continuous part of :func:`grid_gaussian_noise`:
+    ``step sqrt(V' - 6^2)``, ``V' >= (sigma / step)^2 + 6^2`` the variance its
+    sampler realises (a public number, at least ``sigma``)."""
+    variance = (sigma / step) ** 2 + COUPLING_SIGMA**2
+    realised = discrete_gaussian_levels(variance)[1]
+    return step * math.sqrt(realised - COUPLING_SIGMA**2)
 
 
 def sigma_for_zcdp(sensitivity, rho):

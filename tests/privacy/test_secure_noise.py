@@ -24,7 +24,12 @@ from skdpsco.privacy._discrete import (
     discrete_gaussian_levels,
     discrete_laplace,
 )
-from skdpsco.privacy._mechanisms import GRID_SLACK, grid_step
+from skdpsco.privacy._mechanisms import (
+    GRID_SLACK,
+    grid_gaussian_noise,
+    grid_gaussian_sigma,
+    grid_step,
+)
 
 
 def _chi2_pvalue(samples, log_weight, lo, hi):
@@ -137,6 +142,25 @@ def test_grid_release_noise_std_and_mean():
     lap = LaplaceMechanism.from_epsilon(1.0, 0.25)
     out = lap.release(np.zeros(200_000), rng)
     assert out.std() == pytest.approx(math.sqrt(2) * lap.scale, rel=0.02)
+
+
+@pytest.mark.parametrize("sigma", [3.0, 1e-7, 2e5])
+def test_grid_gaussian_noise_is_on_its_grid_with_the_stated_scale(sigma):
+    # Multiples of the public step, standard deviation grid_gaussian_sigma (at least
+    # sigma, by at most the sampler's menu spacing), mean 0.
+    step = 2.0 ** math.floor(math.log2(sigma * 2.0**-10))
+    Z = grid_gaussian_noise(np.random.default_rng(0), sigma, step, 40_000)
+    assert np.all(np.mod(Z, step) == 0)
+    realised = grid_gaussian_sigma(sigma, step)
+    assert sigma <= realised <= sigma * 2.0 ** (1 / 128)
+    n = Z.size
+    stat = (n - 1) * Z.var(ddof=1) / (realised**2 + (6 * step) ** 2)
+    assert stats.chi2.ppf(1e-4, n - 1) < stat < stats.chi2.ppf(1 - 1e-4, n - 1)
+    assert abs(Z.mean()) < 4 * realised / math.sqrt(n)
+    with pytest.raises(ValueError, match="power of two"):
+        grid_gaussian_noise(np.random.default_rng(0), sigma, step * 1.5, 3)
+    with pytest.raises(ValueError, match="sigma"):
+        grid_gaussian_noise(np.random.default_rng(0), 0.0, step, 3)
 
 
 def test_grid_release_of_extreme_values_is_finite_and_silent():

@@ -12,6 +12,7 @@ from sklearn.base import is_classifier
 from sklearn.linear_model import LogisticRegression, Ridge
 
 import skdpsco
+import skdpsco._column_scaling as cs
 from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
 from skdpsco._column_scaling import (
     _LONE_COLUMN_WIDTHS,
@@ -34,6 +35,7 @@ from skdpsco._column_scaling import (
     window_moments,
 )
 from skdpsco.privacy import gaussian_rho_budget
+from skdpsco.privacy._mechanisms import GaussianMechanism
 from skdpsco.privacy._params import _non_private_testing_mode
 
 TINY = 5e-324
@@ -789,3 +791,37 @@ def test_a_public_center_without_an_intercept_is_refused(Est):
         est.fit(X, y)
     assert not hasattr(est, "coef_")
     Est(scaling=(np.zeros(3), np.ones(3)), fit_intercept=False).fit(X, y)
+
+
+def test_detection_thresholds_rise_past_the_widest_bundled_dataset():
+    # Up to 64 columns the thresholds are 4 / 6 noise standard deviations; past it
+    # they rise so that the expected number of spurious detections over all the
+    # columns stays what it is at 64 (1,000 columns: about 4.61 / 6.43).
+    mech = GaussianMechanism(1.0, 2.0)
+    base = cs._threshold_levels(mech, 3)
+    assert base == (4.0 * 2.0 * math.sqrt(3), 6.0 * 2.0 * math.sqrt(3))
+    assert cs._threshold_levels(mech, 3, 64) == base
+    near, far = cs._threshold_levels(mech, 3, 1000)
+    sd = 2.0 * math.sqrt(3)
+    assert near / sd == pytest.approx(4.61, abs=0.01)
+    assert far / sd == pytest.approx(6.43, abs=0.01)
+    assert stats.norm.sf(near / sd) * 1000 == pytest.approx(stats.norm.sf(4) * 64)
+
+
+def test_many_columns_without_a_detectable_bulk_get_no_spurious_scale():
+    # 1,000 bag-of-words columns, each with ~200 non-zeros of 10,000 rows: no bulk
+    # clears the threshold at this budget. At 4 sigma for every column these six
+    # fits had 22 spurious bulks (scales of 1e-9 or 1e12: 1 to 7 per fit); with
+    # the thresholds raised past 64 columns, 2.
+    rng = np.random.default_rng(0)
+    n, d = 10_000, 1000
+    X = sp.random(n, d, density=0.02, random_state=rng, format="csr")
+    X.data = rng.standard_normal(X.data.size) * 0.03
+    rho = gaussian_rho_budget(4.0, 1e-5) * 0.1
+    absurd = 0
+    for seed in range(6):
+        result = private_column_scaling(
+            X, np.random.default_rng(seed), rho=rho, center=False
+        )
+        absurd += int(np.sum((result.scale < 1e-3) | (result.scale > 1e2)))
+    assert absurd <= 3

@@ -392,3 +392,93 @@ def test_alg4_shuffled_gaussian_local_randomizers_are_on_the_grid(
     for sens, sigma, shape, out in released:
         step = grid_step(min(sens, sigma), int(np.prod(shape)))
         assert np.all(out / step == np.round(out / step))
+
+
+@pytest.mark.parametrize("multiclass", [False, True])
+def test_alg3_sensitivity_with_intercept_and_classes(monkeypatch, multiclass):
+    # The Hölder factor is over every released parameter (dim K of them), and L
+    # carries the intercept: ||[x, 1]||_q <= (R^q + 1)^{1/q}; sqrt(2) per unit row
+    # norm for the multinomial loss.
+    released = _spy_releases(monkeypatch)
+    X, y = _logistic_data(n=1500, d=8)
+    K = 3 if multiclass else 1
+    if multiclass:
+        y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.2).astype(int)
+    loss = get_loss("multinomial" if multiclass else "logistic")
+    res = md.noisy_mirror_descent(
+        LinearDesign(X, True),
+        y,
+        loss,
+        p=1.5,
+        epsilon=0.8,
+        delta=1e-6,
+        feature_norm_bound=2.0,
+        n_classes=K if multiclass else 2,
+        rng=np.random.default_rng(1),
+    )
+    q, p_total = 3.0, 9 * K
+    L = loss.lipschitz * (2.0**q + 1.0) ** (1 / q)
+    sensitivity = 2 * L / 1500 * p_total ** (0.5 - 1 / q)
+    assert all(r[0] == pytest.approx(sensitivity, rel=1e-12) for r in released)
+    (record,) = res.records
+    assert (record.kind, record.count) == ("gaussian", res.n_iter)
+    assert PrivacySpent.from_records(res.records, 1e-6).epsilon <= 0.8
+
+
+def test_alg4_multinomial_sensitivity_counts_every_parameter(monkeypatch):
+    released = _spy_releases(monkeypatch)
+    X, y = _logistic_data(n=3000, d=10)
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5).astype(int)
+    md.shuffled_mirror_descent(
+        LinearDesign(X, False),
+        y,
+        get_loss("multinomial"),
+        L1Ball(1.0, n_features=10),
+        p=1.5,
+        epsilon=0.5,
+        delta=1e-5,
+        truncation_threshold=0.8,
+        variant="batched",
+        n_classes=3,
+        rng=np.random.default_rng(0),
+    )
+    # Batch t's mean moves by 2 tau / b_t in ||.||_q, by (dim K)^{1/2 - 1/q} times
+    # that in l2 (the batches of a public split of n into T).
+    factor = 30 ** (0.5 - 1 / 3)
+    sizes = [part.size for part in np.array_split(np.arange(3000), len(released))]
+    assert all(r[2] == (10, 3) for r in released)
+    for (sensitivity, _, _), b_t in zip(released, sizes, strict=True):
+        assert sensitivity == pytest.approx(2 * 0.8 * factor / b_t, rel=1e-12)
+
+
+def test_noise_scales_that_underflow_are_refused_on_every_neighbour():
+    # A finite epsilon with public bounds so small that the sensitivity or the noise
+    # scale leaves the normal floats: refused (the testing mode's sigma = 0 would
+    # otherwise release exact means), with a message of public numbers only.
+    X, y = _logistic_data(n=90, d=3)
+    X2 = X.copy()
+    X2[0] = 1e300
+    messages = set()
+    for XX in (X, X2):
+        with pytest.raises(ValueError, match="normal float range") as info:
+            md.shuffled_mirror_descent(
+                LinearDesign(XX, False),
+                y,
+                get_loss("logistic"),
+                L1Ball(1.0, n_features=3),
+                p=1.5,
+                epsilon=0.5,
+                delta=1e-5,
+                truncation_threshold=5e-324,
+                variant="batched",
+                rng=np.random.default_rng(0),
+            )
+        messages.add(str(info.value))
+    assert len(messages) == 1
+
+
+def test_augmented_norm_bound_does_not_overflow():
+    # p = 1.001: q = 1001, 3^1001 overflows a double; the scaled form does not.
+    assert md._augmented_norm_bound(3.0, 1001.0, True) == pytest.approx(3.0)
+    assert md._augmented_norm_bound(0.5, 2.0, True) == pytest.approx(math.sqrt(1.25))
+    assert md._augmented_norm_bound(0.5, 2.0, False) == 0.5

@@ -216,6 +216,29 @@ def test_objective_noise_is_on_a_grid_a_coupling_away(monkeypatch, K):
     assert captured["sigma1"] <= plan.sigma <= captured["sigma1"] * (1 + 1e-2)
     assert sigma == pytest.approx(captured["sigma1"], rel=1e-12)
     assert plan.residual_bound / (n * captured["mu_J"]) <= captured["gamma"] / 2
+    # Recomputed from the documented rule, not from the planner: the residual step
+    # R is sub-Gaussian of parameter 6, so ||step R|| <= step sqrt(p) t except with
+    # probability 2 p e^{-t^2 / 72} <= eta = 2^-65 delta e^-eps; the step is the
+    # largest power of two meeting both bounds.
+    eta = 2.0**-65 * 1e-6 * math.exp(-1.0)
+    t = math.sqrt(72.0 * math.log(2.0 * (1 + 2.0**-20) * p / eta))
+    assert 2 * p * math.exp(-(t**2) / 72) <= eta
+    reach = min(
+        2.0**-10 * captured["sigma1"] / math.sqrt(p),
+        n * captured["mu_J"] * captured["gamma"] / (2 * math.sqrt(p) * t),
+    )
+    assert plan.step <= reach < 2 * plan.step
+    assert plan.residual_bound == pytest.approx(plan.step * math.sqrt(p) * t)
+
+
+def test_objective_noise_plan_refuses_a_degenerate_grid():
+    # Public constants that leave no positive, finite step (gamma = 0) are refused
+    # rather than planned with a step of 0.5; tiny delta and huge epsilon do not
+    # underflow the tail probability.
+    with pytest.raises(ValueError, match="no grid"):
+        objp.objective_noise_grid(10.0, 5, 100, 0.1, 0.0, 1.0, 1e-6)
+    plan = objp.objective_noise_grid(10.0, 5, 100, 0.1, 1e-3, 690.0, 1e-200)
+    assert 0 < plan.step and plan.residual_bound / (100 * 0.1) <= 1e-3 / 2
 
 
 def test_certification_failure_raises():

@@ -242,12 +242,12 @@ class _GaussianWidthBase(DPLinearModel):
         return True, 2
 
     def _budget_accountant(self):
-        # Phased SGD's mechanisms are Gaussians calibrated to (epsilon, delta): the
-        # scaling's Gaussians compose with them exactly. The others split
-        # (epsilon, delta) with the scaling by basic composition.
+        # Phased SGD's and mirror descent's mechanisms are Gaussians calibrated to
+        # (epsilon, delta): the scaling's Gaussians compose with them exactly. The
+        # others split (epsilon, delta) with the scaling by basic composition.
         n_outputs = getattr(self, "classes_", np.zeros(2)).size
         n_outputs = 1 if n_outputs <= 2 else n_outputs
-        if self._resolved_algorithm(n_outputs) == "phased_sgd":
+        if self._resolved_algorithm(n_outputs) in ("phased_sgd", "mirror_descent"):
             return "gdp-epsilon"
         return None
 

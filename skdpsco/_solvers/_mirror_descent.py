@@ -181,7 +181,25 @@ def _augmented_norm_bound(bound, r, fit_intercept):
     """``||[x, 1]||_r`` bound for ``||x||_r <= bound``."""
     if not fit_intercept:
         return float(bound)
-    return float((bound**r + 1.0) ** (1.0 / r))
+    # Scaled by the larger term: no overflow for large r (p near 1).
+    m = max(float(bound), 1.0)
+    return m * float(((bound / m) ** r + (1.0 / m) ** r) ** (1.0 / r))
+
+
+def _check_noise(epsilon, sensitivity, sigma, what):
+    """Refuse, for a finite ``epsilon``, a noise scale or sensitivity that the
+    public bounds made 0, subnormal or infinite: the grid mechanism would then
+    release without noise (``sigma = 0`` is the testing mode) or not at all. Public
+    numbers only, so every neighbour gets the same error."""
+    if math.isinf(epsilon):
+        return
+    tiny = np.finfo(float).tiny
+    if not (tiny <= sensitivity < math.inf and tiny <= sigma < math.inf):
+        raise ValueError(
+            f"{what}: the public bounds give a sensitivity of {sensitivity:.3g} and "
+            f"a noise scale of {sigma:.3g}, outside the normal float range; use "
+            "bounds (feature_norm_bound, truncation) nearer 1."
+        )
 
 
 #: The clipping factors of extreme rows are tiny (subnormal for a row near the
@@ -395,6 +413,7 @@ def noisy_mirror_descent(
     # One record moves the mean gradient by <= 2L/n in ||.||_q: l2 by Hölder.
     sensitivity = 2.0 * L / n * l2_sensitivity_factor(geom)
     sigma = mirror_descent_noise_scale(sensitivity, n_iter, epsilon, delta)
+    _check_noise(epsilon, sensitivity, sigma, "Algorithm 3")
     scales = _clip_scales(design, geom.q, feature_norm_bound)
 
     y_dual = np.zeros(shape)
@@ -411,12 +430,14 @@ def noisy_mirror_descent(
         y_dual = (beta * y_dual - noisy) / (beta + alpha_reg)
         w = geom.grad_phi_star(y_dual)
         coef += weights[t] * w
+    # T Gaussian mechanisms: the ledger composes them exactly (Gaussian DP), with
+    # the scaling's Gaussians too.
     record = MechanismRecord(
-        "Gaussian full-batch gradients (Alg. 3; exact GDP composition of T steps)",
-        "approx_dp",
-        count=1,
-        epsilon=float(epsilon),
-        delta=float(delta),
+        "Gaussian full-batch gradients (Alg. 3)",
+        "gaussian",
+        count=n_iter,
+        sensitivity=float(sensitivity),
+        scale=float(sigma),
     )
     return SolverResult(coef=coef, n_iter=n_iter, records=[record])
 
@@ -779,6 +800,10 @@ def shuffled_mirror_descent(
             "variant='batched'."
         )
     T, tau, sigma = plan["T"], plan["tau"], plan["sigma"]
+    sensitivity = 2.0 * tau * l2_sensitivity_factor(geom)
+    if variant == "batched":
+        sensitivity /= plan["b"]
+    _check_noise(epsilon, sensitivity, sigma, "Algorithm 4")
     Phi_max = 0.5 * geom.kappa * float(constraint.radius) ** 2
     G2 = grad_std_bound**2 + (smoothness * M) ** 2 + plan["var"]
     gamma = math.sqrt(T * G2 / (2.0 * Phi_max))
@@ -805,7 +830,7 @@ def shuffled_mirror_descent(
         # neighbour only).
         U = np.where(keep if U.ndim == 1 else keep[:, None], U, 0.0)
         h = l2_sensitivity_factor(geom)
-        if sigma == 0:  # the non-private testing mode (tau may be infinite)
+        if math.isinf(epsilon):  # the non-private testing mode (tau may be inf)
             g_bar = _weighted_sum(batch, U, ones[:b_t]) / b_t
         elif variant == "shuffled":
             # Each record's local randomizer: the Gaussian mechanism of

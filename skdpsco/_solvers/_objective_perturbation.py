@@ -333,14 +333,22 @@ def objective_noise_grid(sigma1, n_params, n, mu, gamma, epsilon, delta):
     sensitivity ``2 gamma`` covers it (the coupling of its proof is made with
     ``G_c``). The step is also at most ``2^-10 sigma1 / sqrt(p)``.
     """
-    eta = 2.0**-65 * delta * math.exp(-min(epsilon, 700.0))
+    # ln(1 / eta), eta = 2^-65 delta e^-eps, in log space (no underflow).
+    log_inv_eta = 65.0 * math.log(2.0) - math.log(delta) + min(epsilon, 700.0)
     t = math.sqrt(
-        2.0 * COUPLING_SIGMA**2 * math.log(2.0 * (1.0 + 2.0**-20) * n_params / eta)
+        2.0
+        * COUPLING_SIGMA**2
+        * (math.log(2.0 * (1.0 + 2.0**-20) * n_params) + log_inv_eta)
     )
     reach = min(
         GRID_SLACK * sigma1 / math.sqrt(n_params),
         n * mu * gamma / (2.0 * math.sqrt(n_params) * t),
     )
+    if not 0.0 < reach < math.inf:
+        raise ValueError(
+            "objective perturbation: the public constants leave no grid for its "
+            f"noise (step bound {reach!r}); use bounds nearer 1."
+        )
     _, exponent = math.frexp(reach)
     step = math.ldexp(1.0, exponent - 1)  # the largest power of two <= reach
     sigma = grid_gaussian_sigma(sigma1, step)

@@ -102,8 +102,10 @@ _THRESHOLD_WORDS = 13
 #: coupling of the mechanisms, a post-processing of a continuous Gaussian) and
 #: its ideal law: ``8 eps`` per split and for the coupling (``eps = 2^-800``),
 #: ``2^19 2^-832`` per table for the rounded thresholds, ``e^-1012`` per table
-#: for the truncation; at most 8 levels. The accountant adds ``(1 + e^epsilon)``
-#: times the total over all draws to delta.
+#: for the truncation: below ``2^-796`` per level. A split divides the variance by
+#: at least ``4^5``, so a variance ``V`` takes about ``log2(V) / 10`` levels, at
+#: most about 100 for any float ``V``: well below ``2^-780``. The accountant adds
+#: ``(1 + e^epsilon)`` times the total over all draws to delta.
 GAUSSIAN_TV_PER_DRAW = 2.0**-780
 #: Largest ``t`` of :func:`discrete_laplace` (``t K`` stays below ``2^63``).
 MAX_LAPLACE_SCALE = 2**48

@@ -318,21 +318,31 @@ def test_alg4_shuffled_noise_and_achieved_epsilon(monkeypatch):
     assert PrivacySpent.from_records(res.records, delta).epsilon < 1.0
 
 
-def test_alg4_batched_variant(monkeypatch):
-    released = _spy_releases(monkeypatch)
+def _batched_run(n_classes=2):
+    """Algorithm 4, batched, p = 1.5 (q = 3), tau = 0.8, on 3,000 x 10 rows."""
     X, y = _logistic_data(n=3000, d=10)
-    res = md.shuffled_mirror_descent(
+    loss = get_loss("logistic")
+    if n_classes > 2:
+        y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5).astype(int)
+        loss = get_loss("multinomial")
+    return md.shuffled_mirror_descent(
         LinearDesign(X, False),
         y,
-        get_loss("logistic"),
+        loss,
         L1Ball(1.0, n_features=10),
         p=1.5,
         epsilon=0.5,
         delta=1e-5,
         truncation_threshold=0.8,
         variant="batched",
+        n_classes=n_classes,
         rng=np.random.default_rng(0),
     )
+
+
+def test_alg4_batched_variant(monkeypatch):
+    released = _spy_releases(monkeypatch)
+    res = _batched_run()
     T = res.n_iter
     b = 3000 // T
     h = 10 ** (0.5 - 1 / 3)
@@ -427,21 +437,7 @@ def test_alg3_sensitivity_with_intercept_and_classes(monkeypatch, multiclass):
 
 def test_alg4_multinomial_sensitivity_counts_every_parameter(monkeypatch):
     released = _spy_releases(monkeypatch)
-    X, y = _logistic_data(n=3000, d=10)
-    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5).astype(int)
-    md.shuffled_mirror_descent(
-        LinearDesign(X, False),
-        y,
-        get_loss("multinomial"),
-        L1Ball(1.0, n_features=10),
-        p=1.5,
-        epsilon=0.5,
-        delta=1e-5,
-        truncation_threshold=0.8,
-        variant="batched",
-        n_classes=3,
-        rng=np.random.default_rng(0),
-    )
+    _batched_run(n_classes=3)
     # Batch t's mean moves by 2 tau / b_t in ||.||_q, by (dim K)^{1/2 - 1/q} times
     # that in l2 (the batches of a public split of n into T).
     factor = 30 ** (0.5 - 1 / 3)

@@ -33,12 +33,11 @@ delta_c)``-DP; the calls compose by basic composition.
 import math
 import numbers
 import warnings
-from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
 
-from ..privacy._accounting import calibrate_analytic_gaussian
+from ..privacy._accounting import calibrate_analytic_gaussian, exact_split
 from ..privacy._discrete import (
     COUPLING_SIGMA,
     GAUSSIAN_TV_PER_DRAW,
@@ -321,16 +320,6 @@ class PTRParameters(NamedTuple):
     delta_fail: float
 
 
-def _exact_split(total, *parts):
-    """``total - sum(parts)`` in floating point, lowered until ``sum(parts) + rest
-    <= total`` holds exactly (rational arithmetic)."""
-    used = sum(Fraction(x) for x in parts)
-    rest = float(Fraction(total) - used)
-    while rest > 0 and used + Fraction(rest) > Fraction(total):
-        rest = math.nextafter(rest, 0.0)
-    return rest
-
-
 def ptr_parameters(epsilon, delta, n_coordinates):
     """Public parameters of one ``(epsilon, delta)``-DP call on ``p`` coordinates.
 
@@ -389,11 +378,11 @@ def ptr_parameters(epsilon, delta, n_coordinates):
             "epsilon promises nothing anyway)."
         )
     eps1 = epsilon * _BOUND_EPSILON_SHARE
-    eps2 = _exact_split(epsilon, eps1)
+    eps2 = exact_split(epsilon, eps1)
     delta_fail = delta / 2.0
     delta1 = delta / 4.0 * math.exp(-eps2) * (1.0 - 2.0**-20)
     tv = 2.0 * (1.0 + math.exp(min(epsilon, 700.0))) * 2 * p * GAUSSIAN_TV_PER_DRAW
-    delta2 = _exact_split(
+    delta2 = exact_split(
         delta, delta_fail, delta1 * math.exp(eps2) * (1 + 2.0**-20), tv
     )
     if not delta2 > delta / 8.0:

@@ -117,7 +117,6 @@ References
 """
 
 import math
-from fractions import Fraction
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -128,7 +127,7 @@ from scipy.spatial.distance import cdist
 
 from .._losses import get_loss
 from ..exceptions import PrivacyBudgetError
-from ..privacy._accounting import calibrate_analytic_gaussian
+from ..privacy._accounting import calibrate_analytic_gaussian, exact_split
 from ..privacy._discrete import GAUSSIAN_TV_PER_DRAW, _uniform_below, uniform_sample
 from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import (
@@ -256,16 +255,6 @@ class ReleaseParameters(NamedTuple):
     log_margin: float
 
 
-def _exact_split(total, *parts):
-    """``total - sum(parts)`` in floating point, lowered until
-    ``sum(parts) + rest <= total`` holds exactly (rational arithmetic)."""
-    used = sum(Fraction(p) for p in parts)
-    rest = float(Fraction(total) - used)
-    while rest > 0 and used + Fraction(rest) > Fraction(total):
-        rest = math.nextafter(rest, 0.0)
-    return rest
-
-
 def release_parameters(epsilon, delta, dim):
     """The public constants of the private release (module docstring, item 4).
 
@@ -307,7 +296,7 @@ def release_parameters(epsilon, delta, dim):
     dim = _check_dim(dim)
     _, beta = nrs_gaussian_parameters(epsilon, delta, dim)
     eps1 = epsilon * _BOUND_EPSILON_SHARE
-    eps2 = _exact_split(epsilon, eps1)
+    eps2 = exact_split(epsilon, eps1)
     delta1 = delta / 2.0
     # Twice (1 + e^eps) tau: an upper bound whatever the rounding of exp.
     tv_slack = 2.0 * (1.0 + math.exp(min(epsilon, 700.0))) * dim * GAUSSIAN_TV_PER_DRAW
@@ -317,7 +306,7 @@ def release_parameters(epsilon, delta, dim):
             "Gaussian's total variation slack (1 + e^epsilon) d 2^-780 does not fit "
             "in delta (such an epsilon promises nothing anyway)."
         )
-    delta2 = _exact_split(delta, delta1, tv_slack)
+    delta2 = exact_split(delta, delta1, tv_slack)
     sensitivity = beta * (1.0 + _LOG_SMOOTHNESS_SLACK)
     scale = sensitivity / eps1
     bound = LaplaceMechanism(sensitivity, scale, name="sample-and-aggregate ln S")

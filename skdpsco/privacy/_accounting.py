@@ -38,6 +38,7 @@ scale is never smaller, and a reported epsilon never smaller, than the exact val
 import functools
 import math
 from collections.abc import Iterable, Sequence
+from fractions import Fraction
 from numbers import Real
 
 import numpy as np
@@ -722,6 +723,17 @@ def _record_rho(rec):
 #: cover (at most 2^64 draws of ``GAUSSIAN_TV_PER_DRAW = 2^-780`` each) and their
 #: ideal laws (see :mod:`skdpsco.privacy._discrete`).
 SAMPLER_TOTAL_VARIATION = 2.0**-716
+
+
+def exact_split(total, *parts):
+    """``total - sum(parts)`` in floating point, lowered until ``sum(parts) + rest
+    <= total`` holds exactly (rational arithmetic): a budget split that never
+    spends more than ``total``."""
+    used = sum(Fraction(x) for x in parts)
+    rest = float(Fraction(total) - used)
+    while rest > 0 and used + Fraction(rest) > Fraction(total):
+        rest = math.nextafter(rest, 0.0)
+    return rest
 
 
 def account_records(records, delta):

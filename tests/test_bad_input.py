@@ -492,3 +492,27 @@ def test_poisson_sgd_calibrates_at_large_and_refuses_tiny_epsilon_clearly(algori
     # With the default private scaling the message names both budgets.
     with pytest.raises(PrivacyBudgetError, match="too small.*leaves of epsilon=0.001"):
         skdpsco.HeavyTailedDPRidge(algorithm=algorithm, epsilon=1e-3).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "Estimator, name",
+    [
+        (skdpsco.HeavyTailedDPRidge, "clip_norm"),
+        (skdpsco.HeavyTailedDPLogistic, "gradient_scale"),
+        (skdpsco.GaussianWidthDPClassifier, "truncation"),
+        (skdpsco.GaussianWidthDPRegressor, "feature_norm_bound"),
+        (skdpsco.SparseGradientDPRegressor, "row_norm_bound"),
+        (skdpsco.SparseGradientDPClassifier, "row_norm_bound"),
+    ],
+)
+@pytest.mark.parametrize("value", [5e-324, 1e-100, 1e100, 1e300])
+def test_public_bounds_outside_the_float_safe_range_are_refused(Estimator, name, value):
+    # A public bound far from 1 makes sensitivities or noise scales leave the
+    # normal floats (a truncation of 5e-324 once released exact batch means): the
+    # parameter check refuses it, naming the range, before any data is read.
+    X, y = _make_data("classification" if is_classifier(Estimator()) else "regression")
+    est = _make_estimator(Estimator, **{name: value})
+    with pytest.raises(ValueError, match=r"2\^-256, 2\^256"):
+        est.fit(X, y)
+    assert not hasattr(est, "coef_")
+    _make_estimator(Estimator, **{name: 2.0**-256})  # the ends are allowed

@@ -22,7 +22,7 @@ from .._solvers._mirror_descent import (
     shuffled_mirror_descent,
 )
 from .._solvers._objective_perturbation import approximate_objective_perturbation
-from ..privacy._params import PositiveFinite
+from ..privacy._params import PositiveFinite, PublicBound
 from ..privacy._shuffling import shuffle_valid_local_epsilon
 from ..utils._compat import Interval, StrOptions
 from ._base import (
@@ -221,14 +221,14 @@ class _GaussianWidthBase(DPLinearModel):
         **DPLinearModel._parameter_constraints,
         "algorithm": [StrOptions(set(_ALGORITHMS))],
         "constraint": [StrOptions(_CONSTRAINTS)],
-        "radius": [PositiveFinite()],
+        "radius": [PublicBound()],
         "p": [None, PositiveFinite()],
         "groups": [None, "array-like"],
         "k": [None, Interval(Integral, 1, None, closed="left")],
-        "intercept_bound": [PositiveFinite()],
-        "feature_norm_bound": [PositiveFinite()],
-        "gradient_moment_bound": [PositiveFinite()],
-        "truncation": [StrOptions({"auto"}), PositiveFinite()],
+        "intercept_bound": [PublicBound()],
+        "feature_norm_bound": [PublicBound()],
+        "gradient_moment_bound": [PublicBound()],
+        "truncation": [StrOptions({"auto"}), PublicBound()],
         "max_iter": [None, Interval(Integral, 1, None, closed="left")],
         "tol": [StrOptions({"auto"}), PositiveFinite()],
     }
@@ -666,8 +666,8 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
     _parameter_constraints: dict = {
         **_GaussianWidthBase._parameter_constraints,
         "loss": [StrOptions({"auto", "squared", "huber"})],
-        "huber_threshold": [PositiveFinite()],
-        "target_bound": [PositiveFinite()],
+        "huber_threshold": [PublicBound()],
+        "target_bound": [PublicBound()],
         "alpha": [Interval(Real, 0, None, closed="left")],
     }
 

@@ -29,7 +29,7 @@ from .._solvers._schedules import (
     convex_schedule,
     strongly_convex_schedule,
 )
-from ..privacy._params import PositiveFinite
+from ..privacy._params import PositiveFinite, PublicBound
 from ..utils._compat import Interval, StrOptions
 from ._base import (
     SCALING_PARAM_DOC,
@@ -302,18 +302,18 @@ class _HeavyTailedBase(DPLinearModel):
         "algorithm": [StrOptions(set(_ALGORITHMS))],
         "max_iter": [None, Interval(Integral, 1, None, closed="left")],
         "learning_rate": [StrOptions({"auto"}), PositiveFinite()],
-        "clip_norm": [PositiveFinite()],
-        "gradient_scale": [PositiveFinite()],
+        "clip_norm": [PublicBound()],
+        "gradient_scale": [PublicBound()],
         "catoni_scale": [StrOptions({"rms", "paper"}), PositiveFinite()],
         "failure_prob": [Interval(Real, 0, 1, closed="neither")],
         "moment_order": [Interval(Real, 2, None, closed="left")],
-        "truncation": [StrOptions({"auto"}), PositiveFinite()],
+        "truncation": [StrOptions({"auto"}), PublicBound()],
         "sample_split": [StrOptions({"data", "budget"})],
         "batch_size": [
             StrOptions({"auto"}),
             Interval(Integral, 1, None, closed="left"),
         ],
-        "radius": [None, PositiveFinite()],
+        "radius": [None, PublicBound()],
         "verbose": ["verbose"],
     }
 

@@ -31,7 +31,7 @@ from .._solvers._output_perturbation import (
 from .._solvers._sparse_exponential import sparse_exponential_mechanism
 from .._sparse_rows import ROW_BOUND_SLACK, enforce_row_bounds
 from ..privacy._mechanisms import GaussianMechanism
-from ..privacy._params import PositiveFinite
+from ..privacy._params import PositiveFinite, PublicBound
 from ..utils._compat import Interval, StrOptions, check_is_fitted, validate_data
 from ._base import (
     SCALING_PARAM_DOC,
@@ -243,11 +243,11 @@ class _SparseGradientBase(DPLinearModel):
         "tol": [Interval(Real, 0, 1, closed="neither")],
         "sparsity": [None, Interval(Integral, 1, None, closed="left")],
         "sparsity_enforcement": [StrOptions({"clip_l1", "truncate"})],
-        "row_norm_bound": [PositiveFinite()],
-        "coef_norm_bound": [StrOptions({"auto"}), PositiveFinite()],
+        "row_norm_bound": [PublicBound()],
+        "coef_norm_bound": [StrOptions({"auto"}), PublicBound()],
         "confidence": [Interval(Real, 0, 1, closed="neither")],
         "learning_rate": [StrOptions({"auto"}), PositiveFinite()],
-        "loss_bound": [PositiveFinite()],
+        "loss_bound": [PublicBound()],
     }
 
     def fit(self, X, y, **fit_params):
@@ -789,8 +789,8 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         **_SparseGradientBase._parameter_constraints,
         "alpha": [StrOptions({"auto"}), PositiveFinite()],
         "loss": [StrOptions({"huber", "squared_error"})],
-        "huber_delta": [PositiveFinite()],
-        "target_bound": [None, PositiveFinite()],
+        "huber_delta": [PublicBound()],
+        "target_bound": [None, PublicBound()],
     }
 
     def _check_public(self, n_features, budget):

@@ -35,7 +35,7 @@ from ..privacy._ledger import MechanismRecord, PrivacySpent
 from ..privacy._mechanisms import GaussianMechanism, truncated_negative_binomial
 from ..privacy._params import (
     PRIVACY_PARAMETER_CONSTRAINTS,
-    PositiveFinite,
+    PublicBound,
     check_privacy_params,
 )
 from ..privacy._selection import (
@@ -470,7 +470,7 @@ default=None
         "epsilon": PRIVACY_PARAMETER_CONSTRAINTS["epsilon"],
         "delta": PRIVACY_PARAMETER_CONSTRAINTS["delta"],
         "scoring": [None, StrOptions(set(_SCORINGS))],
-        "score_clip": [PositiveFinite()],
+        "score_clip": [PublicBound()],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "selection": [StrOptions({"truncated_negative_binomial", "geometric"})],
         "expected_runs": [None, Interval(Real, 1, None, closed="neither")],

@@ -32,7 +32,7 @@ from ..privacy._ledger import PrivacySpent
 from ..privacy._mechanisms import GaussianMechanism
 from ..privacy._params import (
     PRIVACY_PARAMETER_CONSTRAINTS,
-    PositiveFinite,
+    PublicBound,
     check_privacy_params,
 )
 from ..utils._compat import StrOptions, _fit_context, check_is_fitted, validate_data
@@ -365,7 +365,7 @@ default=None
         "with_std": ["boolean"],
         "method": [StrOptions({"auto", "clipped", "robust"})],
         "bounds": [None, "array-like"],
-        "scale": [PositiveFinite()],
+        "scale": [PublicBound()],
     }
 
     def __init__(

@@ -217,4 +217,32 @@ class PositiveFinite(Interval):
         return "a finite real number > 0"
 
 
-__all__ += ["COMMON_FIT_CONSTRAINTS", "PositiveFinite"]
+#: Range of a public data bound (:class:`PublicBound`).
+PUBLIC_BOUND_RANGE = (2.0**-256, 2.0**256)
+
+
+class PublicBound(PositiveFinite):
+    """A public data bound (a clip norm, a radius, a truncation, a moment or row
+    bound) in ``[2^-256, 2^256]``.
+
+    Sensitivities and noise scales are products and quotients of such bounds with
+    ``n``, ``d`` and the budget; outside this range they can leave the normal
+    floats, and a sensitivity that underflows to 0 calls for no noise (measured:
+    a truncation of ``5e-324`` released exact batch means). In standardised units
+    (the default private scaling) the useful bounds are near 1.
+    """
+
+    def is_satisfied_by(self, val):
+        low, high = PUBLIC_BOUND_RANGE
+        return _is_real(val) and low <= val <= high
+
+    def __str__(self):
+        return "a real number in [2^-256, 2^256] (a public data bound)"
+
+
+__all__ += [
+    "COMMON_FIT_CONSTRAINTS",
+    "PUBLIC_BOUND_RANGE",
+    "PositiveFinite",
+    "PublicBound",
+]

@@ -67,7 +67,12 @@ configs = [
 fits = {}
 for label, params in configs:
     est = GaussianWidthDPRegressor(
-        delta=1e-6, constraint="l1", radius=radius, random_state=0, **params
+        delta=1e-6,
+        constraint="l1",
+        radius=radius,
+        fit_intercept=False,
+        random_state=0,
+        **params,
     ).fit(X, y)
     w = est.coef_
     fits[label] = w

@@ -148,7 +148,7 @@ experiments = [
         "sparse truth, l1 ball",
         "R^2",
         GaussianWidthDPRegressor,
-        dict(constraint="l1", radius=l1_norm, scaling="none"),
+        dict(constraint="l1", radius=l1_norm, scaling="none", fit_intercept=False),
         LinearRegression(),
         l1_data,
     ),

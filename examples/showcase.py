@@ -14,7 +14,8 @@ and scale of each feature (and of a regressor's target) from a public share of i
 epsilon (``scaling="private"``, the default). A scaler fitted on the private
 training data would instead release their means and variances, which no epsilon
 accounts for. The synthetic datasets are generated on a known scale, declared with
-``scaling="none"``.
+``scaling="none"`` (and, for the sparse truth, which has no offset, with
+``fit_intercept=False``, the papers' setting).
 """
 
 import argparse
@@ -146,7 +147,12 @@ def _datasets():
         X_te,
         y_tr,
         y_te,
-        [(GaussianWidthDPRegressor, dict(radius=4.0, scaling="none"))],
+        [
+            (
+                GaussianWidthDPRegressor,
+                dict(radius=4.0, scaling="none", fit_intercept=False),
+            )
+        ],
     )
     yield (
         "sparse truth, l1 ball (binary)",
@@ -155,7 +161,12 @@ def _datasets():
         X_te,
         (y_tr > 0).astype(int),
         (y_te > 0).astype(int),
-        [(GaussianWidthDPClassifier, dict(radius=4.0, scaling="none"))],
+        [
+            (
+                GaussianWidthDPClassifier,
+                dict(radius=4.0, scaling="none", fit_intercept=False),
+            )
+        ],
     )
 
 

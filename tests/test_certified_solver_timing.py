@@ -431,6 +431,7 @@ def test_objective_perturbation_estimator_releases_the_count_it_runs(
         constraint="l2",
         loss="squared",
         scaling="none",
+        fit_intercept=False,  # the design of _objp_public_count
         epsilon=400.0,
         random_state=0,
     )

@@ -130,6 +130,7 @@ def test_objective_perturbation_limit_binary_logistic_matches_scipy():
     with _non_private_testing_mode():
         clf = GaussianWidthDPClassifier(
             scaling="none",
+            fit_intercept=False,
             epsilon=np.inf,
             algorithm="objective_perturbation",
             constraint="l2",
@@ -166,6 +167,7 @@ def test_mirror_descent_limit_is_regularised_minimiser():
     with _non_private_testing_mode():
         est = GaussianWidthDPRegressor(
             scaling="none",
+            fit_intercept=False,
             epsilon=np.inf,
             algorithm="mirror_descent",
             constraint="l2",
@@ -195,6 +197,7 @@ def test_stochastic_algorithms_approach_the_constrained_solution(algorithm):
     with _non_private_testing_mode():
         est = GaussianWidthDPRegressor(
             scaling="none",
+            fit_intercept=False,
             epsilon=np.inf,
             algorithm=algorithm,
             constraint="l2",
@@ -289,7 +292,11 @@ def test_shuffled_reports_the_achieved_epsilon():
     X = rng.normal(size=(n, 3)) / 2
     y = X @ [0.3, -0.2, 0.1] + 0.1 * rng.normal(size=n)
     reg = GaussianWidthDPRegressor(
-        scaling="none", algorithm="shuffled_mirror_descent", epsilon=1.0, random_state=0
+        scaling="none",
+        fit_intercept=False,
+        algorithm="shuffled_mirror_descent",
+        epsilon=1.0,
+        random_state=0,
     ).fit(X, y)
     eps0, achieved = shuffle_local_epsilon(1.0, n, 1e-5 / 2)
     assert eps0 == 1.0
@@ -308,12 +315,12 @@ def test_rows_and_targets_are_clipped_to_public_bounds():
     X2[0] *= 1e6
     y2[1] = 5e6
     for alg in ALGORITHMS:
-        a = GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=3).fit(
-            X, y
-        )
-        b = GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=3).fit(
-            X2, y2
-        )
+        a = GaussianWidthDPRegressor(
+            scaling="none", fit_intercept=False, algorithm=alg, random_state=3
+        ).fit(X, y)
+        b = GaussianWidthDPRegressor(
+            scaling="none", fit_intercept=False, algorithm=alg, random_state=3
+        ).fit(X2, y2)
         if alg == "shuffled_mirror_descent":
             # Truncation instead of clipping: both gradients exceed tau and are
             # zeroed, so the outputs agree as well.
@@ -335,17 +342,23 @@ def test_seeds_reproduce_and_differ():
     X, y = _regression()
     for alg in ALGORITHMS:
         a = (
-            GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=1)
+            GaussianWidthDPRegressor(
+                scaling="none", fit_intercept=False, algorithm=alg, random_state=1
+            )
             .fit(X, y)
             .coef_
         )
         b = (
-            GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=1)
+            GaussianWidthDPRegressor(
+                scaling="none", fit_intercept=False, algorithm=alg, random_state=1
+            )
             .fit(X, y)
             .coef_
         )
         c = (
-            GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=2)
+            GaussianWidthDPRegressor(
+                scaling="none", fit_intercept=False, algorithm=alg, random_state=2
+            )
             .fit(X, y)
             .coef_
         )
@@ -357,12 +370,12 @@ def test_sparse_input_gives_the_dense_result():
     X, y = _regression(n=120)
     X[np.abs(X) < 0.3] = 0.0
     for alg in ALGORITHMS:
-        a = GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=0).fit(
-            X, y
-        )
-        b = GaussianWidthDPRegressor(scaling="none", algorithm=alg, random_state=0).fit(
-            sp.csr_matrix(X), y
-        )
+        a = GaussianWidthDPRegressor(
+            scaling="none", fit_intercept=False, algorithm=alg, random_state=0
+        ).fit(X, y)
+        b = GaussianWidthDPRegressor(
+            scaling="none", fit_intercept=False, algorithm=alg, random_state=0
+        ).fit(sp.csr_matrix(X), y)
         np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-12, err_msg=alg)
 
 
@@ -399,7 +412,14 @@ def test_sparse_input_gives_the_dense_result():
         (dict(algorithm="mirror_descent", p=3.0), "1 < p <= 2"),
         (dict(algorithm="phased_sgd", p=1.5), "p >= 2"),
         (dict(algorithm="shuffled_mirror_descent", fit_intercept=True), "intercept"),
-        (dict(algorithm="shuffled_mirror_descent", constraint="box"), "Algorithm 4"),
+        (
+            dict(
+                algorithm="shuffled_mirror_descent",
+                constraint="box",
+                fit_intercept=False,
+            ),
+            "Algorithm 4",
+        ),
         (dict(algorithm="mirror_descent", alpha=0.1), "ridge"),
         (dict(algorithm="mirror_descent", epsilon=2.0), "epsilon <= 1"),
         (dict(feature_norm_bound=0.0), "feature_norm_bound"),
@@ -492,6 +512,7 @@ def test_objective_perturbation_convex_mode_limit_uses_theorem_2_regulariser():
     with _non_private_testing_mode():
         est = GaussianWidthDPRegressor(
             scaling="none",
+            fit_intercept=False,
             epsilon=np.inf,
             algorithm="objective_perturbation",
             radius=0.5,
@@ -557,6 +578,7 @@ def test_multiclass_objective_perturbation_limit_matches_scipy():
     with _non_private_testing_mode():
         clf = GaussianWidthDPClassifier(
             scaling="none",
+            fit_intercept=False,
             epsilon=np.inf,
             algorithm="objective_perturbation",
             constraint="l2",
@@ -635,5 +657,11 @@ def test_fit_never_writes_into_the_users_sparse_matrix(fmt, algorithm):
     X.data[:3] = [1e300, -1e-310, 0.0]
     y = rng.normal(size=150)
     assert_fit_leaves_matrix_unchanged(
-        GaussianWidthDPRegressor(algorithm=algorithm, random_state=0), X, y
+        GaussianWidthDPRegressor(
+            algorithm=algorithm,
+            fit_intercept=algorithm != "shuffled_mirror_descent",
+            random_state=0,
+        ),
+        X,
+        y,
     )

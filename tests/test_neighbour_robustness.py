@@ -225,7 +225,10 @@ def test_shuffled_mirror_descent_coefficients_finite_on_both_neighbours(scaling)
 
         def make(seed=seed):
             return skdpsco.GaussianWidthDPRegressor(
-                algorithm="shuffled_mirror_descent", scaling=scaling, random_state=seed
+                algorithm="shuffled_mirror_descent",
+                scaling=scaling,
+                fit_intercept=False,
+                random_state=seed,
             )
 
         base = _observe(make, X, y)
@@ -367,6 +370,7 @@ def test_gaussian_width_algorithms_warn_like_the_neighbour(algorithm, constraint
                 algorithm=algorithm,
                 constraint=constraint,
                 scaling="none",
+                fit_intercept=algorithm != "shuffled_mirror_descent",
                 random_state=0,
             )
 

@@ -40,6 +40,7 @@ _MAY_IGNORE_THE_CANARY = {
 CONFIG = {
     "sample_aggregate": dict(n=4000, epsilon=8.0, delta=1e-6),
     "objective_perturbation": dict(n=4000, radius=10.0),
+    "shuffled_mirror_descent": dict(fit_intercept=False),
 }
 
 

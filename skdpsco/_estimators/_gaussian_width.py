@@ -159,8 +159,8 @@ def _run_shuffled_mirror_descent(est, design, target, loss, n_classes, budget, C
     if design.fit_intercept:
         raise ValueError(
             f"{type(est).__name__}(algorithm='shuffled_mirror_descent') supports "
-            "fit_intercept=False only: its Bregman step over the set is not "
-            "separable in an intercept coordinate."
+            "fit_intercept=False only (pass it): its Bregman step over the set is "
+            "not separable in an intercept coordinate."
         )
     _check_no_ridge(est, "shuffled_mirror_descent")
     p = est._geometry_p(design, loss, n_classes)
@@ -450,13 +450,17 @@ default="l1"
         Public group id of every feature, for ``constraint="group_l1"``.
     k : int or None, default=None
         Sparsity of the ``"k_sparse"`` polytope.
-    fit_intercept : bool, default=False
+    fit_intercept : bool, default=True
         Fit an intercept, constrained to ``[-intercept_bound, intercept_bound]``
-        (the set becomes ``C x [-B, B]`` and the rows ``[x, 1]``): the
-        objective-perturbation proof needs a bounded set in every coordinate, and
-        the data are never centred (centring would read the private mean). Off
-        by default, as in Su, Zhao & Wang; ``"shuffled_mirror_descent"`` does not
-        support it.
+        (the set becomes ``C x [-B, B]`` and the rows ``[x, 1]``; the
+        objective-perturbation proof needs a bounded set in every coordinate), in
+        the units of the fit: with the default private scaling the columns and a
+        regressor's target are centred on released centres, and the intercept
+        in the original units follows from them. Without an intercept nothing is
+        centred and the model runs through the origin in the original units (Su,
+        Zhao & Wang's setting, which no data with an offset can fit: diabetes'
+        target, mean 152, scored R^2 -4.0 at epsilon = 1, against 0.03 with
+        it). ``"shuffled_mirror_descent"`` needs ``fit_intercept=False``.
     intercept_bound : float, default=1.0
         ``B``, the public bound on the intercept (used when ``fit_intercept``).
     feature_norm_bound : float, default=1.0
@@ -630,7 +634,7 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
         loss="auto",
         huber_threshold=1.0,
         alpha=0.0,
-        fit_intercept=False,
+        fit_intercept=True,
         intercept_bound=1.0,
         feature_norm_bound=1.0,
         target_bound=1.0,
@@ -749,7 +753,7 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
         groups=None,
         k=None,
         C=None,
-        fit_intercept=False,
+        fit_intercept=True,
         intercept_bound=1.0,
         feature_norm_bound=1.0,
         gradient_moment_bound=1.0,

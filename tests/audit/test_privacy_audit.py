@@ -58,6 +58,10 @@ AUDIT_OVERRIDES = {
         ("boosted_sgd", {"confidence": 0.9}),
         ("sparse_exponential", {"fit_intercept": False}),
     )
+} | {
+    # Algorithm 4 has no intercept coordinate (the estimators fit one by default).
+    (est, "shuffled_mirror_descent"): {"fit_intercept": False}
+    for est in ("GaussianWidthDPRegressor", "GaussianWidthDPClassifier")
 }
 
 
@@ -321,6 +325,7 @@ def test_privacy_audit_shuffled_local_randomizers_on_the_grid(task):
         "delta": DELTA,
         "algorithm": "shuffled_mirror_descent",
         "constraint": "l2",
+        "fit_intercept": False,
     }
     case = make_case(task, "outlier", sparse=True)
     factory = EstimatorFactory(estimator_class, params)

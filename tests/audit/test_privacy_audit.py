@@ -34,35 +34,39 @@ N_RUNS_SLOW = 4000
 
 #: Per-(estimator, algorithm) parameters that make the audit faster. Only sizes
 #: (iterations, ...) belong here; the privacy parameters are always the claim above.
-AUDIT_OVERRIDES = {
-    (est, algorithm): {"max_iter": iters}
-    for est in ("HeavyTailedDPRidge", "HeavyTailedDPLogistic")
-    for algorithm, iters in (
-        ("clipped_gd", 20),
-        ("catoni_gd", 5),
-        ("smooth_sensitivity_gd", 3),
-        ("truncated_mean_gd", 5),
-        ("axis_truncated_mean_gd", 5),
-        # Epochs: about 20 Poisson steps at the audit's sizes.
-        ("dp_sgd", 1),
-        ("aclipped_sgd", 1),
-        ("r_aclipped_sgd", 2),
-    )
-} | {
-    (est, algorithm): params
-    for est in ("SparseGradientDPRegressor", "SparseGradientDPClassifier")
-    for algorithm, params in (
-        ("projection_gd", {"max_iter": 10}),
-        ("l1_recovery_gd", {"max_iter": 10}),
-        # About 2 selection runs instead of about 27.
-        ("boosted_sgd", {"confidence": 0.9}),
-        ("sparse_exponential", {"fit_intercept": False}),
-    )
-} | {
-    # Algorithm 4 has no intercept coordinate (the estimators fit one by default).
-    (est, "shuffled_mirror_descent"): {"fit_intercept": False}
-    for est in ("GaussianWidthDPRegressor", "GaussianWidthDPClassifier")
-}
+AUDIT_OVERRIDES = (
+    {
+        (est, algorithm): {"max_iter": iters}
+        for est in ("HeavyTailedDPRidge", "HeavyTailedDPLogistic")
+        for algorithm, iters in (
+            ("clipped_gd", 20),
+            ("catoni_gd", 5),
+            ("smooth_sensitivity_gd", 3),
+            ("truncated_mean_gd", 5),
+            ("axis_truncated_mean_gd", 5),
+            # Epochs: about 20 Poisson steps at the audit's sizes.
+            ("dp_sgd", 1),
+            ("aclipped_sgd", 1),
+            ("r_aclipped_sgd", 2),
+        )
+    }
+    | {
+        (est, algorithm): params
+        for est in ("SparseGradientDPRegressor", "SparseGradientDPClassifier")
+        for algorithm, params in (
+            ("projection_gd", {"max_iter": 10}),
+            ("l1_recovery_gd", {"max_iter": 10}),
+            # About 2 selection runs instead of about 27.
+            ("boosted_sgd", {"confidence": 0.9}),
+            ("sparse_exponential", {"fit_intercept": False}),
+        )
+    }
+    | {
+        # Algorithm 4 has no intercept coordinate (the estimators fit one by default).
+        (est, "shuffled_mirror_descent"): {"fit_intercept": False}
+        for est in ("GaussianWidthDPRegressor", "GaussianWidthDPClassifier")
+    }
+)
 
 
 #: Algorithms that cannot run at the audit's claim on data small enough to fit a

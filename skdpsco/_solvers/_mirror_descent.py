@@ -277,10 +277,10 @@ def _param_shape(design, loss, n_classes):
     return (design.dim,) if K == 1 else (design.dim, K)
 
 
-def _check_budget(epsilon, delta, what):
+def _check_budget(epsilon, delta, what, any_epsilon=False):
     if not epsilon > 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
-    if math.isfinite(epsilon) and epsilon > 1:
+    if not any_epsilon and math.isfinite(epsilon) and epsilon > 1:
         # The paper's theorems (the parameter rules of Theorems 7 and 10, the
         # amplification of Algorithm 4) are stated for epsilon < 1; refuse rather
         # than extrapolate.
@@ -503,7 +503,9 @@ def phased_dp_sgd(
     .. [2] Feldman, V., Koren, T. and Talwar, K. (2020). Private stochastic convex
        optimization: optimal rates in linear time. STOC, Algorithm 2 (Phased SGD).
     """
-    _check_budget(epsilon, delta, "Phased DP-SGD")
+    # Any epsilon: the phases' Gaussian noise is calibrated exactly (Gaussian DP),
+    # whatever the budget; only Theorem 8's rate is stated for epsilon <= 1.
+    _check_budget(epsilon, delta, "Phased DP-SGD", any_epsilon=True)
     if not p >= 2:
         raise ValueError(f"the Theorem 8 reduction is for p >= 2, got {p!r}.")
     if not math.isfinite(loss.lipschitz):

@@ -502,6 +502,10 @@ def test_auto_resolves_from_public_parameters_only():
     # Several classes with a ridge: objective perturbation (multinomial constants)
     # is the only algorithm with one.
     same(dict(C=1.0), "objective_perturbation", GaussianWidthDPClassifier, y3)
+    # l_p geometry: Algorithm 3 up to epsilon = 1, objective perturbation above.
+    lp = dict(constraint="lp", p=1.5)
+    same(lp, "mirror_descent")
+    same(dict(lp, epsilon=4.0), "objective_perturbation")
 
 
 @pytest.mark.parametrize("Est", [GaussianWidthDPRegressor, GaussianWidthDPClassifier])

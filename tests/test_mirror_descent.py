@@ -478,3 +478,38 @@ def test_augmented_norm_bound_does_not_overflow():
     assert md._augmented_norm_bound(3.0, 1001.0, True) == pytest.approx(3.0)
     assert md._augmented_norm_bound(0.5, 2.0, True) == pytest.approx(math.sqrt(1.25))
     assert md._augmented_norm_bound(0.5, 2.0, False) == 0.5
+
+
+def test_phased_releases_stay_far_inside_the_grid(monkeypatch):
+    # Each phase releases its move from the previous release: the grid step shrinks
+    # like 4^-i with the step size, and the average itself passed the grid's 2^52
+    # steps in the last phases at large n and epsilon (every coefficient then came
+    # out as exactly 1.0). The released values stay below 2^40 steps.
+    from skdpsco.privacy._mechanisms import grid_step
+
+    ratios = []
+    real = GaussianMechanism.release
+
+    def spy(self, value, rng):
+        gamma = grid_step(min(self.sensitivity, self.sigma), np.size(value))
+        ratios.append(float(np.max(np.abs(value))) / gamma)
+        return real(self, value, rng)
+
+    monkeypatch.setattr(GaussianMechanism, "release", spy)
+    rng = np.random.default_rng(0)
+    n, d = 60_000, 5
+    X = rng.normal(size=(n, d))
+    y = X @ np.array([2.0, -1.0, 0.5, 0.0, 1.0]) + 0.1 * rng.normal(size=n)
+    res = md.phased_dp_sgd(
+        LinearDesign(X, True),
+        y,
+        get_loss("huber"),
+        epsilon=50.0,
+        delta=1e-6,
+        feature_norm_bound=5.0,
+        norm_bound=5.0,
+        rng=np.random.default_rng(1),
+    )
+    assert len(ratios) >= 15
+    assert max(ratios) < 2.0**40
+    assert np.all(np.isfinite(res.coef))

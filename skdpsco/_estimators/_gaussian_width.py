@@ -251,8 +251,8 @@ class _GaussianWidthBase(DPLinearModel):
         return None
 
     def _resolved_algorithm(self, n_outputs):
-        """``algorithm`` with ``"auto"`` resolved from public facts only: epsilon and
-        the number of outputs (benchmarks/gaussian_width.py)."""
+        """``algorithm`` with ``"auto"`` resolved from public parameters only (the
+        measurements are in the ``algorithm`` parameter's documentation)."""
         if self.algorithm != "auto":
             return self.algorithm
         # Objective perturbation is the only one with a ridge (Algorithm 2) or the
@@ -262,15 +262,14 @@ class _GaussianWidthBase(DPLinearModel):
         # data, 10 splits: breast cancer 0.871 against 0.626 at epsilon 4,
         # diabetes R^2 0.149 against -0.96, and it grows with epsilon where
         # objective perturbation's fell below its epsilon = 1 score.
-        needs_objp = (
-            self._l2_penalty(2) > 0 or getattr(self, "loss", None) == "squared"
-        )
+        needs_objp = self._l2_penalty(2) > 0 or getattr(self, "loss", None) == "squared"
         if needs_objp:
             return "objective_perturbation"
         if self.p is not None and self.p < 2:
             # Phased SGD is the p >= 2 reduction (Theorem 8); l_p geometry with
-            # 1 < p < 2 is Algorithm 3's.
-            return "mirror_descent"
+            # 1 < p < 2 is Algorithm 3's, stated for epsilon <= 1 (above it,
+            # objective perturbation, which takes any set).
+            return "mirror_descent" if self.epsilon <= 1 else "objective_perturbation"
         return _AUTO_ALGORITHM
 
     def _make_constraint(self, n_features):
@@ -347,7 +346,8 @@ _ALGORITHM_DOC = """
         (the default) runs ``"phased_sgd"`` (at any epsilon: the choice that
         measured best, see below), ``"objective_perturbation"`` when a ridge
         penalty or ``loss="squared"`` is asked for (only it supports them), and
-        ``"mirror_descent"`` when ``p < 2`` (l_p geometry of Algorithm 3); it
+        ``"mirror_descent"`` when ``p < 2`` (l_p geometry of Algorithm 3; at
+        ``epsilon > 1``, which it refuses, ``"objective_perturbation"``); it
         depends on public parameters only.
 
         - ``"objective_perturbation"``: approximate objective perturbation

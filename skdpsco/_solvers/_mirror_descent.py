@@ -466,7 +466,8 @@ def phased_dp_sgd(
     without projection; Theorem 8 states no parameters, these are the library's).
     ``k = ceil(log2 n)`` phases; phase ``i`` runs one pass of SGD over
     ``n_i = floor(2^-i n)`` fresh records with step ``eta_i = 4^-i eta`` from
-    ``w_{i-1}``, averages its iterates and adds ``N(0, sigma_i^2 I)``,
+    ``w_{i-1}`` (the previous release), averages its iterates and releases the
+    average's move from ``w_{i-1}`` plus ``N(0, sigma_i^2 I)`` on the grid,
     ``sigma_i = 2 L eta_i / mu``, ``mu`` the exact Gaussian-DP parameter of
     ``(epsilon, delta)`` (FKT20's ``4 L eta_i sqrt(ln(1/delta)) / eps`` is looser:
     it uses about half the budget).
@@ -554,9 +555,12 @@ def phased_dp_sgd(
                 w_sum += w
         n_steps += n_i
         # Sensitivity 2 L eta_i (docstring); sigma_i = ratio * 2 L eta_i; the
-        # release is on the public grid (privacy page).
+        # release is on the public grid (privacy page). Released as the move from
+        # the previous release w (public, so the sensitivity is the same): the
+        # grid step shrinks with eta_i like 4^-i, and the average itself would
+        # pass the grid's 2^52 steps in the last phases of a large n.
         phase = GaussianMechanism(2.0 * L * eta_i, ratio * 2.0 * L * eta_i)
-        w = phase.release(w_sum / n_i, rng)
+        w = w + phase.release(w_sum / n_i - w, rng)
     record = MechanismRecord(
         "phased SGD averages (Thm 8 / FKT20; disjoint phases, parallel composition)",
         "gaussian",

@@ -543,6 +543,8 @@ def phased_dp_sgd(
         rows = order[start : start + n_i]
         start += n_i
         w_sum = np.zeros(shape)
+        released = w.copy()  # the previous release (public): the pass starts here
+        w = w.copy()
         for X_chunk, y_chunk in _clipped_dense_rows(design, rows, scales, y):
             for x, y_j in zip(X_chunk, y_chunk, strict=True):
                 # One SGD step on one (clipped) record: the gradient is u (outer) x~.
@@ -556,11 +558,12 @@ def phased_dp_sgd(
         n_steps += n_i
         # Sensitivity 2 L eta_i (docstring); sigma_i = ratio * 2 L eta_i; the
         # release is on the public grid (privacy page). Released as the move from
-        # the previous release w (public, so the sensitivity is the same): the
-        # grid step shrinks with eta_i like 4^-i, and the average itself would
-        # pass the grid's 2^52 steps in the last phases of a large n.
+        # the previous release (public, so the sensitivity is the same; never the
+        # pass's last iterate, which is private): the grid step shrinks with
+        # eta_i like 4^-i, and the average itself would pass the grid's 2^52
+        # steps in the last phases of a large n.
         phase = GaussianMechanism(2.0 * L * eta_i, ratio * 2.0 * L * eta_i)
-        w = w + phase.release(w_sum / n_i - w, rng)
+        w = released + phase.release(w_sum / n_i - released, rng)
     record = MechanismRecord(
         "phased SGD averages (Thm 8 / FKT20; disjoint phases, parallel composition)",
         "gaussian",

@@ -5,7 +5,11 @@ Issue 7 §4 (Su, Zhao & Wang). Sparse ground truth ``w*`` (5 non-zeros,
 {1000, 3000, 10000}: 10 dense features (the support of ``w*`` and 5 distractors,
 90% of the expected squared row norm) and 20 random non-zeros per row among the
 other ``d - 10`` (bag-of-words style, scipy.sparse CSR, 10%), rows of l2 norm
-about 1 (clipped to 1 by every method), ``y = x . w* + 0.05 N(0, 1)``.
+about 1 (clipped to 1 by every method), ``y = x . w* + 0.05 N(0, 1)``. The data
+are on a public scale by construction, as in the papers, so every fit runs with
+``scaling="none"``: the l1 ball of radius 1 is then the one in the units of ``X``
+that holds ``w*`` (with the default private scaling it would hold the
+coefficients of the standardised columns instead).
 
 For every ``epsilon`` in {0.5, 1, 4} and every algorithm of
 :class:`~skdpsco.GaussianWidthDPRegressor` (l1-ball constraint, radius 1) the table
@@ -189,6 +193,7 @@ def run(dims, n, epsilons, seeds):
                         delta=DELTA,
                         algorithm=alg,
                         fit_intercept=False,
+                        scaling="none",
                         random_state=seed,
                     )
                     try:
@@ -303,6 +308,7 @@ def multiclass_table(n, d, epsilons, seeds):
                     algorithm=alg,
                     radius=5.0,
                     fit_intercept=False,
+                    scaling="none",
                     random_state=seed,
                 )
                 try:

@@ -252,8 +252,9 @@ class DPLinearModel(BaseEstimator):
         """Release the scaling statistics and standardise (see ``scaling``).
 
         Returns the standardised ``X`` and target, the budget left for the
-        algorithm, ``(x_scaling, (y_center, y_scale) or None)`` (None when
-        ``scaling="none"``) and the scaling's ledger records. The shares spent are
+        algorithm, ``(x_scaling, (y_center, y_scale) or None, released)`` (None
+        when ``scaling="none"``; ``released`` is ``x_scaling`` without the
+        family's unit-row factor) and the scaling's ledger records. The shares spent are
         public functions of ``n``, ``d`` and the budget.
         """
         if isinstance(self.scaling, str) and self.scaling == "none":
@@ -278,9 +279,11 @@ class DPLinearModel(BaseEstimator):
                     "center=0 or fit_intercept=True."
                 )
             if not regression:
+                released = x_scaling
                 if self._unit_rows:
                     x_scaling = x_scaling.rescaled(math.sqrt(d))
-                return x_scaling.transform(X), target, budget, (x_scaling, None), []
+                scaling = (x_scaling, None, released)
+                return x_scaling.transform(X), target, budget, scaling, []
         accountant = self._budget_accountant()
         if not budget.is_private:
             share, y_share = scaling_share(n, 0 if public else d, math.inf, regression)
@@ -337,9 +340,11 @@ class DPLinearModel(BaseEstimator):
                 **{k: v * (1.0 - y_share) for k, v in spend.items()},
             )
             records += x_scaling.records
+        released = x_scaling
         if self._unit_rows:
             # Rows of l2 norm about 1 (the unit of the family's public row bound):
-            # each standardised column further divided by sqrt(d).
+            # each standardised column further divided by sqrt(d) inside the fit
+            # (the constraint set follows, see _constraint_unit).
             x_scaling = x_scaling.rescaled(math.sqrt(d))
         y_stats = None
         if regression:
@@ -366,7 +371,8 @@ class DPLinearModel(BaseEstimator):
                     delta=delta_s,
                 )
             ]
-        return x_scaling.transform(X), target, budget_fit, (x_scaling, y_stats), records
+        scaling = (x_scaling, y_stats, released)
+        return x_scaling.transform(X), target, budget_fit, scaling, records
 
     def _store_scaling(self, scaling):
         """Released scaling statistics as fitted attributes (post-processing)."""
@@ -376,7 +382,8 @@ class DPLinearModel(BaseEstimator):
             if not getattr(self, "_is_dp_classifier", False):
                 self.target_center_ = self.target_scale_ = None
             return
-        x_scaling, y_stats = scaling
+        # The statistics as released (without the fit's internal unit-row factor).
+        _, y_stats, x_scaling = scaling
         self.feature_center_ = x_scaling.center
         self.feature_scale_ = x_scaling.scale
         self.feature_located_ = x_scaling.located

@@ -259,8 +259,8 @@ class _GaussianWidthBase(DPLinearModel):
         # squared loss on all of R^d; it runs for any number of classes
         # (multinomial constants in its solver). At epsilon > 1 phased SGD (its
         # noise calibrated exactly at any epsilon) measured better on raw real
-        # data, 10 splits: breast cancer 0.871 against 0.626 at epsilon 4,
-        # diabetes R^2 0.149 against -0.96, and it grows with epsilon where
+        # data, 10 splits: breast cancer 0.889 against 0.746 at epsilon 4,
+        # diabetes R^2 0.258 against -1.92, and it grows with epsilon where
         # objective perturbation's fell below its epsilon = 1 score.
         needs_objp = self._l2_penalty(2) > 0 or getattr(self, "loss", None) == "squared"
         if needs_objp:
@@ -272,13 +272,24 @@ class _GaussianWidthBase(DPLinearModel):
             return "mirror_descent" if self.epsilon <= 1 else "objective_perturbation"
         return _AUTO_ALGORITHM
 
+    def _constraint_unit(self, n_features):
+        """Factor from the standardised units in which ``radius`` is stated to the
+        fit's units. With ``scaling`` on, the fit sees every standardised column
+        further divided by ``sqrt(d)`` (rows of norm about 1, the unit of
+        ``feature_norm_bound``), so coefficients there are ``sqrt(d)`` times the
+        standardised ones; every set is a ball scaled by ``radius``. Public."""
+        if isinstance(self.scaling, str) and self.scaling == "none":
+            return 1.0
+        return math.sqrt(n_features)
+
     def _make_constraint(self, n_features):
-        """The public set ``C`` for the coefficients (no intercept row)."""
+        """The public set ``C`` for the coefficients (no intercept row), in the
+        fit's units (:meth:`_constraint_unit`)."""
         try:
             return make_constraint(
                 self.constraint,
                 n_features,
-                self.radius,
+                self.radius * self._constraint_unit(n_features),
                 p=self.p if self.constraint == "lp" else None,
                 groups=self.groups,
                 k=self.k,
@@ -397,19 +408,20 @@ _ALGORITHM_DOC = """
           ``fit_intercept=False``; ``epsilon <= 1``.
 
         Which to use. On raw bundled data with the defaults (10 splits, test
-        score), phased SGD grows with epsilon: breast cancer 0.79 / 0.86 / 0.87
-        and diabetes R^2 0.03 / 0.06 / 0.15 at epsilon 1 / 2 / 4, where objective
-        perturbation scored 0.63 (the majority class) and -0.96 at epsilon 4
-        (0.63 and -0.18 at epsilon 1). On ``benchmarks/gaussian_width.py`` (5-sparse
+        score), phased SGD grows with epsilon: breast cancer 0.75 / 0.86 / 0.89
+        and diabetes R^2 0.07 / 0.13 / 0.26 at epsilon 1 / 2 / 4, where objective
+        perturbation scored 0.63 (the majority class) / 0.63 / 0.75 and
+        -0.66 / -3.9 / -1.9. On ``benchmarks/gaussian_width.py`` (5-sparse
         truth, l1 ball of radius 1, n = 10,000, d = 1,000 to 10,000, 2 seeds,
-        the papers' setting without an intercept) every algorithm stays near the
-        zero model at this n (estimation error 0.37 to 0.47 against 0.47 for 0;
-        objective perturbation 0.37 to 0.38, phased SGD 0.39 to 0.46), their
-        errors do not grow with ``d`` (ratios 0.8 to 1.04 from d = 1,000 to
-        10,000, where the l1-ball width grows 1.17x) while an unconstrained DP-GD
-        baseline's grows like ``sqrt(d)`` (3.2x); with three classes (d = 1,000,
-        l1 radius 5) objective perturbation reached 0.78 at epsilon = 1 and
-        phased SGD 0.75 at epsilon = 4. Use them for large ``n`` or
+        the papers' setting without an intercept, data on a public scale and
+        ``scaling="none"``) phased SGD's estimation error is 0.34 to 0.41 at
+        epsilon = 1 and 0.19 to 0.27 at epsilon = 4 (0.47 for the zero model),
+        objective perturbation's 0.60 to 0.73 and 0.24 to 0.28; from d = 1,000
+        to 10,000 their errors grow 0.95 to 1.45x (the l1-ball width grows 1.17x)
+        while an unconstrained DP-GD baseline's grows like ``sqrt(d)`` (3.2x);
+        the mirror-descent algorithms stay at the zero model at this n. With
+        three classes (d = 1,000, l1 radius 5) phased SGD reached 0.84 and
+        objective perturbation 0.80 at epsilon = 1. Use them for large ``n`` or
         ``epsilon``."""
 
 _SHARED_PARAMS_DOC = """
@@ -434,7 +446,11 @@ default="l1"
         one group of rows per id), and the intercepts lie in ``[-B, B]^K``.
         :func:`skdpsco.gaussian_width` gives the width of each set.
     radius : float, default=1.0
-        Size of ``C`` (see ``constraint``). Public: never read it off the data.
+        Size of ``C`` (see ``constraint``), in standardised units as in glmnet:
+        with ``scaling`` on (the default) the set holds for the coefficients of
+        the standardised columns, ``coef_ * feature_scale_`` (divided by
+        ``target_scale_`` for a regressor); with ``scaling="none"`` for ``coef_``
+        in the units of ``X``. Public: never read it off the data.
     p : float or None, default=None
         Exponent of the ``"lp"`` ball (required there, ``1 < p < inf``) and the
         l_p geometry of the mirror-descent algorithms. ``None`` picks, for the
@@ -577,7 +593,10 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
         Public bound ``R_y``: targets are clipped to ``[-R_y, R_y]`` for the squared
         loss (``"objective_perturbation"``). Scale ``y`` with public constants.
     alpha : float, default=0.0
-        Ridge strength in the mean-scaled objective above (intercept included).
+        Ridge strength in the mean-scaled objective above (intercept included),
+        in the fit's units: with ``scaling`` on, every standardised column is
+        further divided by ``sqrt(n_features)`` (rows of norm about 1), so the
+        penalty on the standardised coefficients is ``alpha * n_features``.
         ``alpha > 0`` selects Algorithm 2 (strongly convex objective
         perturbation, ridge form); only ``"objective_perturbation"`` accepts it.
         With ``alpha = 0`` the set ``C`` is the only regulariser and Algorithm 1
@@ -586,7 +605,8 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
-        Released coefficients; they lie in ``C``.
+        Released coefficients; ``coef_ * feature_scale_ / target_scale_`` lie in
+        ``C`` (``coef_`` itself with ``scaling="none"``).
     intercept_ : float
         Released intercept (0.0 when ``fit_intercept=False``).{_SHARED_ATTRS_DOC}
 
@@ -710,7 +730,8 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
     classes_ : ndarray of shape (n_classes,)
         Class labels.
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
-        Released coefficients (one row for two classes); they lie in ``C``.
+        Released coefficients (one row for two classes); ``coef_ *
+        feature_scale_`` lies in ``C`` (``coef_`` itself with ``scaling="none"``).
     intercept_ : ndarray of shape (1,) or (n_classes,)
         Released intercepts.{_SHARED_ATTRS_DOC}
 

@@ -308,6 +308,7 @@ def dense_estimate(X, U, s, beta, fit_intercept=True, weight=None):
 
 @pytest.mark.parametrize("K", [None, 3])
 @pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.usefixtures("non_private_mode")
 def test_estimate_equals_dense_computation(K, sparse):
     rng = np.random.default_rng(3)
     n, d = 61, 4
@@ -381,6 +382,7 @@ def test_noise_law_at_the_worked_numbers():
 
 @pytest.mark.parametrize("scale", ["paper", "rms", 0.05])
 @pytest.mark.parametrize("smoothing", [None, 1e-6, 1e12])
+@pytest.mark.usefixtures("non_private_mode")
 def test_empirical_sensitivity_under_extreme_replacement(scale, smoothing):
     # The sensitivity behind eq. (12): no noise, fixed w; replacing one record moves
     # every coordinate by at most 4 sqrt(2) s / (3 n), while the plain mean gradient
@@ -428,6 +430,7 @@ def test_empirical_sensitivity_under_extreme_replacement(scale, smoothing):
     assert plain_move > 1e15 * bound
 
 
+@pytest.mark.usefixtures("non_private_mode")
 def test_non_private_limit_is_the_plain_mean_gradient():
     # With rho = inf (sigma = 0) and a huge scale, psi(a) ~ a: the estimate is the
     # exact mean gradient X~^T u / n.

@@ -354,6 +354,7 @@ def _objp_solve(X, y, epsilon, seed=0):
 
 
 @pytest.mark.parametrize("epsilon", [math.inf, 400.0])
+@pytest.mark.usefixtures("non_private_mode")
 def test_objective_perturbation_neighbours_cost_the_same_gradients(
     epsilon, objp_gradient_counter
 ):
@@ -370,6 +371,7 @@ def test_objective_perturbation_neighbours_cost_the_same_gradients(
     assert [res.n_iter for res in results] == [public, public]
 
 
+@pytest.mark.usefixtures("non_private_mode")
 def test_objective_perturbation_pair_is_adversarial_for_early_stopping():
     # Without noise (epsilon = inf, G = 0) the perturbed objective is explicit:
     # J(w) = X~^T (X~ w - y~) / n + 2 c_tot w over the unit ball. A solver that

@@ -56,6 +56,7 @@ def test_clip_coefficients_bound_every_per_sample_gradient():
     np.testing.assert_array_equal(cK[1], UK[1])  # below the bound: untouched
 
 
+@pytest.mark.usefixtures("non_private_mode")
 def test_clipped_mean_sensitivity_under_adversarial_neighbours():
     # Replace-one: || mean(D) - mean(D') || <= 2C/n for the worst canaries.
     n, d, C = 50, 4, 1.5

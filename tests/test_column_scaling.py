@@ -368,6 +368,7 @@ def test_columns_in_any_units_get_their_centre_and_scale():
     assert np.all(result.scale > iqr / 20) and np.all(result.scale < 20 * iqr)
 
 
+@pytest.mark.usefixtures("non_private_mode")
 def test_degenerate_columns_get_finite_positive_scales_and_no_warning():
     rng = np.random.default_rng(8)
     n = 3000

@@ -117,6 +117,7 @@ def test_alg3_noise_scale_and_ledger(monkeypatch):
     assert spent.epsilon == pytest.approx(0.5)
 
 
+@pytest.mark.usefixtures("non_private_mode")
 def test_alg3_non_private_limit():
     """sigma = 0, fixed alpha_reg: converges to argmin L^ + alpha_reg Phi."""
     X, y = _logistic_data(n=500, d=8)

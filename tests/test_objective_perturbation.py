@@ -370,6 +370,7 @@ def test_refuses_non_glm_or_non_smooth_losses():
 
 @pytest.mark.parametrize("loss_name", ["squared", "logistic"])
 @pytest.mark.parametrize("ball", ["l1", "l2"])
+@pytest.mark.usefixtures("non_private_mode")
 def test_non_private_limit(loss_name, ball):
     """eps = inf: the output is argmin_C L^ + c_tot ||theta||^2 of the clipped data."""
     X, y = _data(loss=loss_name)
@@ -565,6 +566,7 @@ def _split_l1_reference(fun_W, d, K, dim, R, B):
 
 
 @pytest.mark.parametrize("ball", ["l1", "l2"])
+@pytest.mark.usefixtures("non_private_mode")
 def test_multinomial_non_private_limit_matches_scipy(ball):
     """eps = inf: the output is argmin_{W[:d] in C, |b| <= B} L^(W) + c ||W||_F^2,
     solved independently with scipy (SLSQP) on the clipped data."""

@@ -61,6 +61,7 @@ def test_median_and_iqr_in_natural_units_at_epsilon_one():
     assert names[-1] == "feature quantile histogram"
 
 
+@pytest.mark.usefixtures("non_private_mode")
 def test_non_private_limit_is_scikit_learns_robust_scaler_to_the_resolution():
     X = _natural_units(n=5000, seed=1)
     with _non_private_testing_mode():
@@ -139,6 +140,7 @@ def test_quantile_histogram_moves_one_count_per_column_under_replace_one():
         assert base.sum() == linear_histogram(Y, low, high, 256).sum()
 
 
+@pytest.mark.usefixtures("non_private_mode")
 def test_an_outlier_moves_the_release_by_at_most_its_own_count():
     # Noise-free release: one record at 1e300 moves the median by at most one
     # record's share of a bin (linear interpolation), never to the outlier.

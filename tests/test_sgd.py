@@ -40,6 +40,7 @@ def test_poisson_batches_include_each_record_independently_with_rate_q():
     assert np.var(sizes) == pytest.approx(n * q * (1 - q), rel=0.06)
 
 
+@pytest.mark.usefixtures("non_private_mode")
 def test_aclip_output_stays_in_the_ball_so_sensitivity_is_two_lambda():
     lam = 1.5
     oracle = AveragedClipBatchOracle(lam).calibrate(100, 0.1, 0.0)  # noiseless
@@ -59,6 +60,7 @@ def test_aclip_output_stays_in_the_ball_so_sensitivity_is_two_lambda():
     assert oracle.records(5)[0].sensitivity == 2 * lam
 
 
+@pytest.mark.usefixtures("non_private_mode")
 def test_per_example_sum_sensitivity_and_noise():
     C, z, n, q = 2.0, 1.3, 400, 0.05
     oracle = PerExampleClipBatchOracle(C).calibrate(n, q, z)

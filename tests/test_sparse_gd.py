@@ -104,6 +104,7 @@ def test_approximate_dp_gd_records_compose_to_at_most_epsilon(make_oracle):
 
 
 @pytest.mark.parametrize("fit_intercept", [False, True])
+@pytest.mark.usefixtures("non_private_mode")
 def test_non_private_limit_equals_clipped_gradient_descent(fit_intercept):
     # On s-sparse rows the l1 clip is inactive and the clipped mean lies inside the
     # l1 ball: with no noise, both sparse oracles are the clipped mean exactly.

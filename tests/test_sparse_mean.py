@@ -161,6 +161,7 @@ def _canaries(d, rng):
 
 @pytest.mark.parametrize("noise", ["gaussian", "laplace"])
 @pytest.mark.parametrize("fit_intercept", [False, True])
+@pytest.mark.usefixtures("non_private_mode")
 def test_projection_oracle_sensitivity_under_adversarial_neighbours(
     noise, fit_intercept
 ):

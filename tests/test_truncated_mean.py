@@ -249,6 +249,7 @@ def test_histogram_noise_variance_on_every_bucket():
     assert joint.sigma == mech.sigma
 
 
+@pytest.mark.usefixtures("non_private_mode")
 def test_range_estimator_noises_empty_buckets():
     # Every value in one bucket: with a tiny budget the noisy argmax sometimes lands
     # on an EMPTY bucket (so empty buckets are noised); with rho = inf never.
@@ -372,6 +373,7 @@ def _design(N, p, rng, fit_intercept=False, **kwargs):
 
 @pytest.mark.parametrize("Oracle", ORACLES)
 @pytest.mark.parametrize("split", ["data", "budget"])
+@pytest.mark.usefixtures("non_private_mode")
 def test_non_private_limit_is_the_plain_mean(Oracle, split):
     # Non-private limit: rho = inf and tau = 1e3 keep every point: the output is the
     # plain mean of the per-sample gradients over Z ('data') or all rows ('budget').
@@ -392,6 +394,7 @@ def test_non_private_limit_is_the_plain_mean(Oracle, split):
 
 
 @pytest.mark.parametrize("Oracle", ORACLES)
+@pytest.mark.usefixtures("non_private_mode")
 def test_multinomial_shape(Oracle):
     rng = np.random.default_rng(7)
     N, d, K = 300, 3, 4
@@ -410,6 +413,7 @@ def test_multinomial_shape(Oracle):
 
 
 @pytest.mark.parametrize("Oracle", ORACLES)
+@pytest.mark.usefixtures("non_private_mode")
 def test_oracle_sensitivity_with_adversarial_rows_in_z(Oracle):
     # Same seed -> same split (data-independent), rho = inf -> c from exact counts on
     # the unchanged Y. Replacing one Z row moves the output by <= 8 tau sqrt(p) s / 3n.
@@ -461,6 +465,7 @@ def test_oracle_sensitivity_with_adversarial_rows_in_z(Oracle):
 @pytest.mark.filterwarnings("ignore:truncation")
 @pytest.mark.parametrize("Oracle", ORACLES)
 @pytest.mark.parametrize("split", ["data", "budget"])
+@pytest.mark.usefixtures("non_private_mode")
 def test_noiseless_oracle_equals_the_reference_algorithm(Oracle, split):
     # rho = inf: CDPRE on exact counts of Y, then the truncated mean of Z with the
     # floor 3n/4 -- recomputed here from the module's reference functions on explicit
@@ -493,6 +498,7 @@ def test_noiseless_oracle_equals_the_reference_algorithm(Oracle, split):
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.usefixtures("non_private_mode")
 def test_floor_far_cluster_output_is_the_centre():
     # The floor 3n/4 of Algorithm 3: if all of Z lies outside the ball, the output is
     # c (+ noise), finite and independent of how far away the points are.
@@ -632,6 +638,7 @@ def test_records_compose_to_rho_per_call(Oracle, split, shape):
 
 
 @pytest.mark.parametrize("Oracle", ORACLES)
+@pytest.mark.usefixtures("non_private_mode")
 def test_infinite_truncation_only_in_the_testing_mode(Oracle):
     # The schedules give tau = inf at rho = inf; the oracle then keeps every finite
     # gradient (an outlier too) and still drops NaN / inf rows.

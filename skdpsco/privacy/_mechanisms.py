@@ -33,6 +33,7 @@ from ._discrete import (
     truncated_negative_binomial as _exact_truncated_negative_binomial,
 )
 from ._ledger import MechanismRecord
+from ._params import _NON_PRIVATE
 
 #: Relative growth of the sensitivity from rounding to the grid, paid by noise
 #: larger by the same factor.
@@ -102,6 +103,18 @@ __all__ = [
     "laplace_noise",
     "sigma_for_zcdp",
 ]
+
+
+def _check_noiseless(mechanism):
+    """Refuse a noiseless release of a sensitive query outside the hidden testing
+    mode (``epsilon=inf``, the only caller that may ask for zero noise): a zero
+    scale reached any other way is a bug that would publish the value itself."""
+    if mechanism.sensitivity > 0 and not _NON_PRIVATE.get():
+        raise RuntimeError(
+            f"{mechanism.name}: zero noise for a query of sensitivity "
+            f"{mechanism.sensitivity:g} outside the non-private testing mode; "
+            "nothing is released. This is a bug; please report it."
+        )
 
 
 def _check_rng(rng):
@@ -268,6 +281,7 @@ class GaussianMechanism:
         _check_rng(rng)
         value = np.asarray(value, dtype=float)
         if self.sigma == 0:
+            _check_noiseless(self)
             return value.copy()
         if self.integer:
             # Integer-valued queries (counts) already lie on the grid of any
@@ -351,6 +365,7 @@ class LaplaceMechanism:
         _check_rng(rng)
         value = np.asarray(value, dtype=float)
         if self.scale == 0:
+            _check_noiseless(self)
             return value.copy()
         ref = min(self.sensitivity, self.scale) if self.sensitivity > 0 else self.scale
         gamma = grid_step(ref, value.size, norm="l1")

@@ -154,3 +154,20 @@ def test_records():
     lap = LaplaceMechanism.from_epsilon(2.0, 0.25, name="count").record(count=3)
     assert (lap.name, lap.kind, lap.count) == ("count", "laplace", 3)
     assert (lap.sensitivity, lap.scale, lap.epsilon) == (2.0, 8.0, 0.25)
+
+
+@pytest.mark.parametrize("mechanism", [GaussianMechanism, LaplaceMechanism])
+def test_zero_noise_is_refused_outside_the_testing_mode(mechanism):
+    # sigma = 0 comes only from epsilon = inf, which only the hidden testing mode
+    # accepts; reached any other way it would publish the value itself, so the
+    # mechanism refuses (and releases nothing) rather than trust every caller.
+    from skdpsco.privacy._params import _non_private_testing_mode
+
+    rng = np.random.default_rng(0)
+    value = np.array([0.25, -3.0])
+    with pytest.raises(RuntimeError, match="zero noise"):
+        mechanism(1.0, 0.0).release(value, rng)
+    with _non_private_testing_mode():
+        np.testing.assert_array_equal(mechanism(1.0, 0.0).release(value, rng), value)
+    # A query of sensitivity 0 is public: no noise is needed.
+    np.testing.assert_array_equal(mechanism(0.0, 0.0).release(value, rng), value)

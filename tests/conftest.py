@@ -1,0 +1,12 @@
+import pytest
+
+from skdpsco.privacy._params import _non_private_testing_mode
+
+
+@pytest.fixture
+def non_private_mode():
+    """The hidden testing mode (``epsilon = inf``, zero noise) for a test that
+    compares a noise-free run with a reference computation: outside it the
+    mechanisms refuse to release a sensitive value without noise."""
+    with _non_private_testing_mode():
+        yield

@@ -1,10 +1,13 @@
 """Default estimators on raw real data: every bundled dataset that fits a linear model.
 
-Run ``python benchmarks/real_data.py [--quick] [--epsilons E ...] [--n-splits K]``.
-``HeavyTailedDPLogistic()`` / ``HeavyTailedDPRidge()`` are fitted with their default
-parameters (only ``epsilon``, ``random_state`` and, where the default would be too
-large for ``n_train``, ``delta`` are set) on the raw columns in their natural units:
-no StandardScaler, no declared bounds. Every number is measured in the same run,
+Run ``python benchmarks/real_data.py [--quick] [--epsilons E ...] [--n-splits K]
+[--family F ...]``. Each family's default estimators (``--family``:
+``heavy_tailed``, ``HeavyTailedDPLogistic()`` / ``HeavyTailedDPRidge()``, the main
+table; ``gaussian_width`` and ``sparse_gradient``, the other two pairs; all three
+by default) are fitted with their default parameters (only ``epsilon``,
+``random_state`` and, where the default would be too large for ``n_train``,
+``delta`` are set) on the raw columns in their natural units: no StandardScaler,
+no declared bounds. Every number is measured in the same run,
 on the same splits, against
 
 * scikit-learn's ``LogisticRegression(max_iter=5000)`` / ``Ridge()`` (non-private,
@@ -16,8 +19,9 @@ on the same splits, against
 
 Score: test accuracy (classification) or test R^2 (regression), median over
 ``--n-splits`` splits ``train_test_split(test_size=0.3, random_state=seed)``
-(stratified for classification), seeds 0, 1, ... The table is printed as Markdown
-and written to ``benchmarks/results/real_data.md``.
+(stratified for classification), seeds 0, 1, ... The tables are printed as Markdown
+and written to ``benchmarks/results/real_data.md`` (``real_data_<family>.md`` for
+the other two families).
 
 Datasets (24). scikit-learn: breast_cancer, digits, iris, wine (classification),
 diabetes (regression, ``scaled=False``: the raw units, not scikit-learn's
@@ -71,11 +75,24 @@ from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
 import skdpsco
-from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
+from skdpsco import (
+    GaussianWidthDPClassifier,
+    GaussianWidthDPRegressor,
+    HeavyTailedDPLogistic,
+    HeavyTailedDPRidge,
+    SparseGradientDPClassifier,
+    SparseGradientDPRegressor,
+)
 from skdpsco.exceptions import PrivacyBudgetError
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_EPSILONS = (0.5, 1.0, 2.0, 8.0)
+#: The default (classifier, regressor) of each family.
+FAMILIES = {
+    "heavy_tailed": (HeavyTailedDPLogistic, HeavyTailedDPRidge),
+    "gaussian_width": (GaussianWidthDPClassifier, GaussianWidthDPRegressor),
+    "sparse_gradient": (SparseGradientDPClassifier, SparseGradientDPRegressor),
+}
 QUICK_EPSILONS = (1.0, 8.0)
 DIFFPRIVLIB_EPSILON = 1.0
 #: The estimators' default delta; replaced by min(DEFAULT_DELTA, 1 / (10 n_train))
@@ -261,8 +278,8 @@ def _fit_dp(Est, epsilon, seed, delta, a, b, c, d):
     return est.score(b, d), noisy
 
 
-def run_dataset(name, task, X, y, epsilons, seeds):
-    """One row of the table (a dict)."""
+def run_dataset(name, task, X, y, epsilons, seeds, family="heavy_tailed"):
+    """One row of the family's table (a dict)."""
     splits = []
     for seed in seeds:
         a, b, c, d = train_test_split(
@@ -275,14 +292,15 @@ def run_dataset(name, task, X, y, epsilons, seeds):
         splits.append((seed, (a, b, c, d)))
     n_train = splits[0][1][0].shape[0]
     delta = dp_delta(n_train)
+    classifier, regressor = FAMILIES[family]
     if task == "clf":
         Est, ref, dummy = (
-            HeavyTailedDPLogistic,
+            classifier,
             LogisticRegression(max_iter=5000),
             DummyClassifier(strategy="prior"),
         )
     else:
-        Est, ref, dummy = HeavyTailedDPRidge, Ridge(), DummyRegressor()
+        Est, ref, dummy = regressor, Ridge(), DummyRegressor()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ConvergenceWarning on raw columns
         trivial = [dummy.fit(a, c).score(b, d) for _, (a, b, c, d) in splits]
@@ -307,7 +325,11 @@ def run_dataset(name, task, X, y, epsilons, seeds):
             dp[eps] = f"error: {type(exc).__name__}"
         if noisy:
             warned.append(f"{eps:g}")
-    dpl = diffprivlib_scores(task, X, y, splits, DIFFPRIVLIB_EPSILON)
+    dpl = (
+        diffprivlib_scores(task, X, y, splits, DIFFPRIVLIB_EPSILON)
+        if family == "heavy_tailed"
+        else "see the heavy_tailed table"
+    )
     return {
         "dataset": name,
         "task": task,
@@ -420,9 +442,16 @@ def main(argv=None):
         "--only", nargs="+", choices=sorted(DATASETS), help="datasets to run"
     )
     parser.add_argument(
+        "--family",
+        nargs="+",
+        choices=sorted(FAMILIES),
+        help="estimator families (default: all three, heavy_tailed first)",
+    )
+    parser.add_argument(
         "--output",
         default=str(HERE / "results" / "real_data.md"),
-        help="where to write the table",
+        help="where to write the heavy_tailed table (the others get the suffix "
+        "_<family>)",
     )
     args = parser.parse_args(argv)
     epsilons = args.epsilons or (QUICK_EPSILONS if args.quick else DEFAULT_EPSILONS)
@@ -433,6 +462,17 @@ def main(argv=None):
     seeds = list(range(n_splits))
     names = args.only or list(DATASETS)
 
+    families = args.family or list(FAMILIES)
+    for family in families:
+        out = Path(args.output)
+        if family != "heavy_tailed":
+            out = out.with_name(f"{out.stem}_{family}{out.suffix}")
+        run_family(family, names, epsilons, seeds, out, args.quick)
+
+
+def run_family(family, names, epsilons, seeds, out, quick):
+    """Fit ``family``'s default estimators on every dataset; write its table."""
+    classifier, regressor = FAMILIES[family]
     t_start = time.perf_counter()
     rows = []
     with threadpool_limits(limits=1):
@@ -440,9 +480,9 @@ def main(argv=None):
             task, load = DATASETS[name]
             t0 = time.perf_counter()
             X, y = load()
-            rows.append(run_dataset(name, task, X, y, epsilons, seeds))
+            rows.append(run_dataset(name, task, X, y, epsilons, seeds, family))
             print(
-                f"[real_data] {name}: {time.perf_counter() - t0:.1f} s",
+                f"[real_data] {family}, {name}: {time.perf_counter() - t0:.1f} s",
                 file=sys.stderr,
                 flush=True,
             )
@@ -450,10 +490,11 @@ def main(argv=None):
 
     table = markdown_table(rows, epsilons)
     intro = (
-        f"### Real data, raw columns, default estimators ({len(rows)} datasets)\n\n"
+        f"### Real data, raw columns, default {classifier.__name__} / "
+        f"{regressor.__name__} ({len(rows)} datasets)\n\n"
         "Test accuracy (classification) or R^2 (regression), median over "
-        f"{n_splits} splits (test_size = 0.3, seeds {seeds[0]}..{seeds[-1]}). "
-        "eps=...: HeavyTailedDPLogistic() / HeavyTailedDPRidge() with default "
+        f"{len(seeds)} splits (test_size = 0.3, seeds {seeds[0]}..{seeds[-1]}). "
+        f"eps=...: {classifier.__name__}() / {regressor.__name__}() with default "
         "parameters on the raw columns (no scaler and no bounds: the estimators "
         "scale privately); sklearn: "
         "LogisticRegression(max_iter=5000) / Ridge(); trivial: "
@@ -461,22 +502,19 @@ def main(argv=None):
         "epsilons at which some split's fit gave a UserWarning mentioning "
         "'noise' or 'trivial'. Higher is better.\n"
     )
-    footer = [
-        summary_line(rows),
-        delta_line(rows),
-        DIFFPRIVLIB_NOTE,
-        f"Runtime {seconds:.0f} s (BLAS limited to 1 thread).",
-    ]
+    footer = [summary_line(rows), delta_line(rows)]
+    if family == "heavy_tailed":
+        footer.append(DIFFPRIVLIB_NOTE)
+    footer.append(f"Runtime {seconds:.0f} s (BLAS limited to 1 thread).")
     report = intro + "\n" + table + "\n\n" + "\n\n".join(footer) + "\n"
     print("\n" + report)
 
-    out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
         f"<!-- {datetime.datetime.now():%Y-%m-%d %H:%M}; {platform.machine()}; "
         f"python {platform.python_version()}, scikit-learn {sklearn.__version__}, "
         f"skdpsco {skdpsco.__version__}; "
-        f"{'--quick' if args.quick else 'full run'} -->\n\n" + report
+        f"{'--quick' if quick else 'full run'} -->\n\n" + report
     )
     print(f"[real_data] table written to {out}", file=sys.stderr)
 

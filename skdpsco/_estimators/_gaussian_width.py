@@ -426,7 +426,7 @@ _ALGORITHM_DOC = """
 
 _SHARED_PARAMS_DOC = """
     epsilon : float, default=1.0
-        Privacy loss bound of the whole fit, ``> 0``. The mirror-descent
+        Privacy loss bound of the whole fit, in ``(0, 1e6]``. The mirror-descent
         algorithms (Algorithms 3 and 4, whose parameter rules and amplification
         are stated for ``epsilon < 1``) refuse larger values.
     delta : float, default=1e-5
@@ -606,7 +606,9 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
     ----------
     coef_ : ndarray of shape (n_features,)
         Released coefficients; ``coef_ * feature_scale_ / target_scale_`` lie in
-        ``C`` (``coef_`` itself with ``scaling="none"``).
+        ``C`` (``coef_`` itself with ``scaling="none"``), but for the
+        coefficients of columns the scaling could not locate, which are 0 (a
+        simplex's sum can then fall below ``radius``).
     intercept_ : float
         Released intercept (0.0 when ``fit_intercept=False``).{_SHARED_ATTRS_DOC}
 
@@ -718,8 +720,10 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
     C : float or None, default=None
         Inverse ridge strength as in :class:`~sklearn.linear_model.LogisticRegression`
         (``C sum_i loss_i + ||W||^2 / 2``, intercept included); only
-        ``"objective_perturbation"`` accepts it (Algorithm 2, ridge form).
-        ``None``: no ridge, the set ``C`` is the only regulariser.
+        ``"objective_perturbation"`` accepts it (Algorithm 2, ridge form). Like
+        ``alpha`` of the regressor it acts in the fit's units: with ``scaling``
+        on, the ridge on the standardised coefficients is ``n_features`` times
+        ``||W||^2 / 2``. ``None``: no ridge, the set ``C`` is the only regulariser.
     classes : array-like or None, default=None
         The public label set. If None, the labels present in ``y`` are used, and
         the label set is then released with the model (like ``n``); give it
@@ -731,7 +735,9 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
         Class labels.
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
         Released coefficients (one row for two classes); ``coef_ *
-        feature_scale_`` lies in ``C`` (``coef_`` itself with ``scaling="none"``).
+        feature_scale_`` lies in ``C`` (``coef_`` itself with ``scaling="none"``),
+        but for the coefficients of columns the scaling could not locate, which
+        are 0 (a simplex's sum can then fall below ``radius``).
     intercept_ : ndarray of shape (1,) or (n_classes,)
         Released intercepts.{_SHARED_ATTRS_DOC}
 

@@ -419,8 +419,8 @@ class _HeavyTailedBase(DPLinearModel):
 
 _SHARED_PARAMS_DOC = """
     epsilon : float, default=1.0
-        Privacy loss bound of the whole fit, ``> 0``. Smaller is more private and
-        noisier.
+        Privacy loss bound of the whole fit, in ``(0, 1e6]``. Smaller is more
+        private and noisier.
     delta : float, default=1e-5
         Probability with which the epsilon bound may fail, in ``[0, 1)``. Gaussian
         algorithms need ``delta > 0``; keep it well below ``1 / n_samples`` (a

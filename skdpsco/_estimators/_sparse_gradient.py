@@ -439,7 +439,7 @@ class _SparseGradientBase(DPLinearModel):
 
 _SHARED_PARAMS_DOC = """
     epsilon : float, default=1.0
-        Privacy loss bound of the whole fit, ``> 0``.
+        Privacy loss bound of the whole fit, in ``(0, 1e6]``.
     delta : float, default=1e-5
         Probability with which the epsilon bound may fail, in ``[0, 1)``; the
         library-wide default. As everywhere in skdpsco, keep it well below

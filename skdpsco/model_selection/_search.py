@@ -341,7 +341,7 @@ class PrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         each run draws one uniformly at random. It must be finite and must not vary
         ``epsilon`` or ``delta``.
     epsilon : float, default=1.0
-        Privacy loss bound of the whole search, ``> 0``.
+        Privacy loss bound of the whole search, in ``(0, 1e6]``.
     delta : float, default=1e-5
         Its failure probability, in ``(0, 1)`` (the Gaussian scores need
         ``delta > 0``); keep it well below ``1 / n_samples``.

@@ -254,7 +254,7 @@ class DPStandardScaler(_DPScaler):
     Parameters
     ----------
     epsilon : float, default=1.0
-        Privacy loss bound of the fit, ``> 0``.
+        Privacy loss bound of the fit, in ``(0, 1e6]``.
     delta : float, default=1e-5
         In ``(0, 1)``; keep it well below ``1 / n_samples``.
     with_mean : bool, default=True
@@ -594,7 +594,7 @@ class DPRobustScaler(_DPScaler):
     Parameters
     ----------
     epsilon : float, default=1.0
-        Privacy loss bound of the fit, ``> 0``.
+        Privacy loss bound of the fit, in ``(0, 1e6]``.
     delta : float, default=1e-5
         In ``(0, 1)``; keep it well below ``1 / n_samples``.
     with_centering : bool, default=True

@@ -80,6 +80,8 @@ DEFAULT_RDP_ORDERS = tuple(range(2, 129)) + (
 )
 
 _MARGIN = 1e-10
+#: Largest GDP parameter whose square stays finite with room to spare (2^1000).
+_MU_MAX = 2.0**500
 
 
 def _check_delta(delta, *, allow_zero=False, name="delta"):
@@ -145,7 +147,10 @@ def approx_dp_to_zcdp(epsilon, delta):
     rho = (
         epsilon / (math.sqrt(log_inv_delta + epsilon) + math.sqrt(log_inv_delta))
     ) ** 2
-    # Round in the private direction: the round trip must never overstate the budget.
+    # Round in the private direction: the round trip must never overstate the budget
+    # (halving first where it overflows, near epsilon = 1e307).
+    while rho > 0 and math.isinf(zcdp_to_approx_dp(rho, delta)):
+        rho /= 2.0
     while rho > 0 and zcdp_to_approx_dp(rho, delta) > epsilon:
         rho = math.nextafter(rho, 0.0)
     return rho
@@ -245,7 +250,8 @@ def gdp_to_approx_dp(mu, delta):
     """
     mu = _check_nonneg(mu, "mu")
     delta = _check_delta(delta)
-    if math.isinf(mu):
+    if math.isinf(mu) or mu > _MU_MAX:
+        # mu^2 would overflow the bracket below; infinity is an upper bound.
         return math.inf
     if gaussian_delta(0.0, mu) <= delta:
         return 0.0
@@ -369,7 +375,11 @@ def gaussian_rho_budget(epsilon, delta, accountant="gdp"):
     # ran never exceeds the target, not even in the last digit.
     if accountant == "gdp":
         mu = approx_dp_to_gdp(epsilon, delta)
-        return math.inf if math.isinf(mu) else (mu * mu / 2.0) * (1.0 - _MARGIN)
+        if math.isinf(mu):
+            return math.inf
+        # Capped below the overflow of mu^2 (epsilon near 1e308): a smaller budget.
+        mu = min(mu, _MU_MAX)
+        return (mu * mu / 2.0) * (1.0 - _MARGIN)
     if accountant == "zcdp":
         return approx_dp_to_zcdp(epsilon, delta) * (1.0 - _MARGIN)
     raise ValueError(f"accountant must be 'gdp' or 'zcdp', got {accountant!r}.")

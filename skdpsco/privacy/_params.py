@@ -55,19 +55,26 @@ def _is_real(val):
 # bools (which Python counts as ints) and, where a bound must be finite, infinity.
 
 
+#: Largest epsilon accepted (public). Above it a fit protects nothing, and the
+#: noise scales fall below what the grid samplers resolve and the accounting's
+#: floating point holds (epsilon^2 and mu^2 overflow near 1e154): use the
+#: non-private estimator instead.
+MAX_EPSILON = 1e6
+
+
 class _Epsilon(Interval):
-    """A real epsilon in (0, inf): rejects NaN, inf, bools and strings."""
+    """A real epsilon in (0, MAX_EPSILON]: rejects NaN, inf, bools and strings."""
 
     def __init__(self):
-        super().__init__(Real, 0, None, closed="neither")
+        super().__init__(Real, 0, MAX_EPSILON, closed="right")
 
     def is_satisfied_by(self, val):
         if not _is_real(val) or not val > 0:
             return False
-        return math.isfinite(val) or _NON_PRIVATE.get()
+        return val <= MAX_EPSILON or (math.isinf(val) and _NON_PRIVATE.get())
 
     def __str__(self):
-        return "a finite real number > 0 (not a bool)"
+        return f"a real number in (0, {MAX_EPSILON:g}] (not a bool)"
 
 
 class _Delta(Interval):
@@ -178,7 +185,11 @@ def check_privacy_params(
     epsilon = float(estimator.epsilon)
     delta = float(estimator.delta)
     if not _Epsilon().is_satisfied_by(epsilon):
-        raise ValueError(f"{name}: epsilon must be a finite real > 0, got {epsilon!r}.")
+        raise ValueError(
+            f"{name}: epsilon must be a real number in (0, {MAX_EPSILON:g}], got "
+            f"{epsilon!r} (above {MAX_EPSILON:g} nothing is protected: use the "
+            "non-private estimator)."
+        )
     if requires_delta and delta == 0 and math.isfinite(epsilon):
         raise ValueError(
             f"{what} adds Gaussian noise, which cannot give pure DP: the 'delta' "

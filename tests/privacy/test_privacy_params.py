@@ -8,6 +8,7 @@ import pytest
 
 from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
 from skdpsco.exceptions import PrivacyBudgetError, PrivacyLeakWarning
+from skdpsco.preprocessing import DPStandardScaler
 from skdpsco.privacy import PRIVACY_PARAMETER_CONSTRAINTS, check_privacy_params
 from skdpsco.privacy._params import _non_private_testing_mode
 from skdpsco.utils._compat import InvalidParameterError
@@ -105,3 +106,27 @@ def test_check_privacy_params():
     with pytest.raises(ValueError, match="delta"):
         check_privacy_params(zero, 1000)
     assert check_privacy_params(zero, 1000, requires_delta=False).delta == 0.0
+
+
+@pytest.mark.parametrize("epsilon", [1e6 * (1 + 1e-12), 1e200, 1e308])
+def test_epsilon_above_the_public_maximum_is_refused(epsilon):
+    # Above 1e6 nothing is protected and the accounting's floating point gives
+    # out (epsilon^2 and mu^2 overflow near 1e154); a clear error, nothing fitted.
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    y = (X[:, 0] > 0).astype(int)
+    est = HeavyTailedDPLogistic(epsilon=epsilon)
+    with pytest.raises(ValueError, match="epsilon"):
+        est.fit(X, y)
+    assert not hasattr(est, "coef_")
+    with pytest.raises(ValueError, match="epsilon"):
+        DPStandardScaler(epsilon=epsilon).fit(X)
+
+
+def test_accounting_conversions_stay_finite_and_fast_near_the_float_limit():
+    from skdpsco.privacy import approx_dp_to_zcdp, zcdp_to_approx_dp
+    from skdpsco.privacy._accounting import gaussian_rho_budget
+
+    for eps, delta in [(2e307, 1e-5), (1e306, 1e-300)]:
+        rho = approx_dp_to_zcdp(eps, delta)
+        assert 0 < rho < math.inf and zcdp_to_approx_dp(rho, delta) <= eps
+    assert 0 < gaussian_rho_budget(1e308, 1e-5) < math.inf

@@ -32,10 +32,25 @@ def test_design_aggregates_match_explicit_computation(sparse, fit_intercept):
 
 
 def test_row_norms_do_not_overflow():
-    X = np.array([[1e300, 1e300], [3.0, 4.0], [0.0, 0.0], [1.5e308, 1.5e308]])
-    norms = LinearDesign(X, False).row_norms()
-    assert norms[0] == pytest.approx(np.sqrt(2) * 1e300)
+    X = np.array(
+        [
+            [1e300, 1e300],
+            [3.0, 4.0],
+            [0.0, 0.0],
+            [1.5e308, 1.5e308],
+            [3e-170, 4e-170],
+            [5e-324, 0.0],
+        ]
+    )
+    with np.errstate(all="raise"):
+        norms = LinearDesign(X, False).row_norms()
+    # Ordinary rows: the norm itself; rows whose squares overflow or underflow:
+    # their l1 norm, an upper bound (clipping them more is always safe).
     assert norms[1] == 5.0 and norms[2] == 0.0 and norms[3] == np.inf
+    assert norms[0] == 2e300 and norms[4] == pytest.approx(7e-170)
+    assert norms[5] == 5e-324
+    exact = np.array([np.sqrt(2) * 1e300, 5.0, 0.0, np.inf, 5e-170, 5e-324])
+    assert np.all(norms >= exact) and np.all(norms <= np.sqrt(2) * exact)
 
 
 def test_clip_coefficients_bound_every_per_sample_gradient():

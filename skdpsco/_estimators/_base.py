@@ -283,7 +283,7 @@ class DPLinearModel(BaseEstimator):
                 if self._unit_rows:
                     x_scaling = x_scaling.rescaled(math.sqrt(d))
                 scaling = (x_scaling, None, released)
-                return x_scaling.transform(X), target, budget, scaling, []
+                return self._standardise(X, x_scaling), target, budget, scaling, []
         accountant = self._budget_accountant()
         if not budget.is_private:
             share, y_share = scaling_share(n, 0 if public else d, math.inf, regression)
@@ -372,7 +372,13 @@ class DPLinearModel(BaseEstimator):
                 )
             ]
         scaling = (x_scaling, y_stats, released)
-        return x_scaling.transform(X), target, budget_fit, scaling, records
+        return self._standardise(X, x_scaling), target, budget_fit, scaling, records
+
+    def _standardise(self, X, x_scaling):
+        """The standardised data handed to ``_run_algorithm``: a copy of ``X``
+        here; a family whose solvers take a design may fold the scaling into
+        it instead (no copy)."""
+        return x_scaling.transform(X)
 
     def _store_scaling(self, scaling):
         """Released scaling statistics as fitted attributes (post-processing)."""

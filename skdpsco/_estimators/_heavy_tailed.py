@@ -22,6 +22,7 @@ from .._mean_estimation import (
     TruncatedMeanOracle,
 )
 from .._solvers import LinearDesign, noisy_gradient_descent, noisy_sgd
+from .._solvers._design import standardised_design
 from .._solvers._sample_aggregate import sample_and_aggregate
 from .._solvers._schedules import (
     axis_convex_schedule,
@@ -95,7 +96,8 @@ def _make_sgd_planner(oracle_class, averaging, n_stages, step_divisor=1.0):
     def plan(est, loss, l2_penalty, n_samples, shape, rho):
         def make_oracle(stage):
             # R-AClipped (Algorithm 2): lambda_k = lambda / 2^(k/2), as the radius.
-            return oracle_class(est.clip_norm / 2.0 ** (stage / 2.0))
+            clip = 1.0 if est.clip_norm == "auto" else est.clip_norm
+            return oracle_class(clip / 2.0 ** (stage / 2.0))
 
         return _SGDPlan(
             make_oracle,
@@ -117,31 +119,52 @@ def _auto_step(est, loss, l2_penalty):
     return 1.0 / (_AUTO_CURVATURE * loss.smoothness + l2_penalty)
 
 
-def _clipped_gd_steps(n_samples, rho):
-    """Steps of ``"clipped_gd"`` when ``max_iter`` is None: ``n mu / 4`` within
-    ``[20, 100]``, ``mu = sqrt(2 rho)`` the fit's GDP budget (public numbers only).
+def _clipped_gd_plan(est, n_samples, n_params, rho):
+    """``(clip_norm, steps)`` of ``"clipped_gd"`` from public numbers only.
 
-    Each step's noise grows like the square root of the number of steps, so small
-    ``n mu`` wants few steps and large ``n mu`` can afford the steps to converge.
-    On the bundled real datasets (raw columns, private scaling, epsilon = 1:
-    ``n mu`` of 50 to 300) 20 to 70 steps beat 100, which spread the budget so thin
-    that the iterate random-walked along flat directions; on 20,000 heavy-tailed
-    records 100 steps are needed to converge (``benchmarks/real_data.py``,
-    ``benchmarks/heavy_tailed.py``).
+    With ``mu = sqrt(2 rho)`` the fit's GDP budget and ``p`` the number of
+    parameters, the noise of a step relative to a clipped mean gradient is about
+    ``nu = sqrt(20 p) / (n mu)`` at 20 steps. ``clip_norm="auto"`` is
+    ``clip(0.05 / nu, 1, 3)``: where noise dominates (small ``n mu``, many
+    parameters) the clip stays at 1, the best on the bundled real datasets; where
+    it is negligible the clip grows to 3, which keeps standardised rows'
+    gradients mostly unclipped, removes most of the clipping bias on heavy tails
+    and lets each step travel further. The steps (``max_iter=None``) are
+    ``n mu / 4`` within ``[20, 100 / C^1.1]``: few when data or budget are
+    small (each step's noise grows like the square root of the number of
+    steps), and fewer as the clip ``C`` grows, since a step then moves up to
+    ``C`` times further (100 steps at ``C = 1``, 30 at ``C = 3``). Evidence:
+    ``benchmarks/real_data.py``, ``benchmarks/heavy_tailed.py`` and the
+    algorithm guide.
     """
-    if not math.isfinite(rho):
-        return _MAX_CLIPPED_ITER
-    steps = math.ceil(n_samples * math.sqrt(2.0 * rho) / 4.0)
-    return min(_MAX_CLIPPED_ITER, max(_MIN_CLIPPED_ITER, steps))
+    if math.isfinite(rho):
+        mu_n = n_samples * math.sqrt(2.0 * rho)
+        noise = math.sqrt(_MIN_CLIPPED_ITER * n_params) / mu_n
+    else:
+        mu_n, noise = math.inf, 0.0
+    if est.clip_norm == "auto":
+        clip = _MAX_AUTO_CLIP if noise == 0 else _AUTO_CLIP_NOISE / noise
+        clip = min(_MAX_AUTO_CLIP, max(1.0, clip))
+    else:
+        clip = est.clip_norm
+    cap = max(_MIN_CLIPPED_ITER, _MAX_CLIPPED_ITER / clip**_STEPS_PER_CLIP)
+    steps = min(cap, max(_MIN_CLIPPED_ITER, mu_n / 4.0))
+    # The cap is 30 at C = 3 up to rounding of the power.
+    return clip, math.ceil(steps - 1e-9)
 
 
 _MIN_CLIPPED_ITER, _MAX_CLIPPED_ITER = 20, 100
+#: clip_norm="auto": ``0.05 / nu`` within [1, 3] (see _clipped_gd_plan).
+_MAX_AUTO_CLIP, _AUTO_CLIP_NOISE = 3.0, 0.05
+#: The steps' cap falls as ``C^-1.1``: from 100 at ``C = 1`` to 30 at ``C = 3``.
+_STEPS_PER_CLIP = math.log(100.0 / 30.0) / math.log(3.0)
 
 
 def _plan_clipped(est, loss, l2_penalty, n_samples, shape, rho):
+    clip, steps = _clipped_gd_plan(est, n_samples, int(np.prod(shape)), rho)
     return _Plan(
-        ClippedMeanOracle(est.clip_norm),
-        _clipped_gd_steps(n_samples, rho) if est.max_iter is None else est.max_iter,
+        ClippedMeanOracle(clip),
+        steps if est.max_iter is None else est.max_iter,
         _auto_step(est, loss, l2_penalty),
         "suffix",
         est.radius,
@@ -302,7 +325,7 @@ class _HeavyTailedBase(DPLinearModel):
         "algorithm": [StrOptions(set(_ALGORITHMS))],
         "max_iter": [None, Interval(Integral, 1, None, closed="left")],
         "learning_rate": [StrOptions({"auto"}), PositiveFinite()],
-        "clip_norm": [PublicBound()],
+        "clip_norm": [StrOptions({"auto"}), PublicBound()],
         "gradient_scale": [PublicBound()],
         "catoni_scale": [StrOptions({"rms", "paper"}), PositiveFinite()],
         "failure_prob": [Interval(Real, 0, 1, closed="neither")],
@@ -337,9 +360,16 @@ class _HeavyTailedBase(DPLinearModel):
         """
         return None
 
+    def _standardise(self, X, x_scaling):
+        # The solvers read the data through a design: the released scaling is
+        # folded into its products where that is accurate (no standardised copy).
+        return standardised_design(X, self.fit_intercept, x_scaling)
+
     def _run_algorithm(self, X, target, n_outputs, budget, rng):
         loss = self._loss(n_outputs)
-        design = LinearDesign(X, self.fit_intercept)
+        design = (
+            X if isinstance(X, LinearDesign) else LinearDesign(X, self.fit_intercept)
+        )
         shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
         weighting = self._sample_weight(target)
         l2_penalty = self._l2_penalty(budget.n_samples)
@@ -365,7 +395,7 @@ class _HeavyTailedBase(DPLinearModel):
         plan = build_plan(self, loss, l2_penalty, budget.n_samples, shape, rho)
         if isinstance(plan, _SampleAggregatePlan):
             return sample_and_aggregate(
-                X,
+                design.matrix(),
                 target,
                 loss,
                 epsilon=budget.epsilon,
@@ -496,8 +526,10 @@ _SHARED_PARAMS_DOC = """
         Number of gradient steps, always run in full (stopping early on a private
         loss would leak); more steps mean more noise per step. ``None`` picks the
         algorithm's default: for ``"clipped_gd"`` ``n_samples * mu / 4`` within
-        [20, 100] (``mu`` the Gaussian-DP parameter of the fit's budget: few
-        steps when data or budget are small), 20 for ``"catoni_gd"``, 10
+        [20, 100 / C^1.1] (``mu`` the Gaussian-DP parameter of the fit's budget,
+        ``C`` the clip norm: few steps when data or budget are small, and fewer
+        as the clip grows, since each step then travels further; 100 at ``C =
+        1``, 30 at ``C = 3``), 20 for ``"catoni_gd"``, 10
         for ``"smooth_sensitivity_gd"`` (unused by ``"sample_aggregate"``); for
         the truncated-mean algorithms the theorem's iteration count, capped at
         ``max_iter`` (1000 if None). For the ``*_sgd`` algorithms it is the number
@@ -509,11 +541,17 @@ _SHARED_PARAMS_DOC = """
         is large). Scale features with public constants or a differentially
         private scaler, never with a scaler fitted on the private
         data.
-    clip_norm : float, default=1.0
+    clip_norm : "auto" or float, default="auto"
         Public bound ``C`` on the l2 norm of every per-sample gradient. Larger
         gradients (outliers, heavy tails) are scaled down to norm ``C``; this is
         what makes the guarantee hold without any bound on the data. Noise grows
-        linearly with ``C``.
+        linearly with ``C``. ``"auto"``: for ``"clipped_gd"`` a public function of
+        ``n_samples``, the number of parameters ``p`` and the budget, ``0.05 n mu /
+        sqrt(20 p)`` within [1, 3] (``mu`` the Gaussian-DP parameter of the fit's
+        budget): 1 where the noise dominates (small data, many parameters), up
+        to 3 where it is negligible, which removes most of the clipping bias on
+        heavy tails and lets fewer steps converge; 1 for the ``*_sgd``
+        algorithms.
     gradient_scale : float, default=1.0
         Public scale of one coordinate of a per-sample gradient: the algorithms
         other than ``"clipped_gd"`` assume ``E[g_j^2] <= gradient_scale^2``. A wrong
@@ -635,7 +673,7 @@ class HeavyTailedDPRidge(DPRegressorMixin, _HeavyTailedBase):
         fit_intercept=True,
         max_iter=None,
         learning_rate="auto",
-        clip_norm=1.0,
+        clip_norm="auto",
         gradient_scale=1.0,
         catoni_scale="rms",
         failure_prob=0.01,
@@ -745,7 +783,7 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
         fit_intercept=True,
         max_iter=None,
         learning_rate="auto",
-        clip_norm=1.0,
+        clip_norm="auto",
         gradient_scale=1.0,
         catoni_scale="rms",
         failure_prob=0.01,

@@ -21,6 +21,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from ..privacy._mechanisms import GaussianMechanism
+from ._oracle import GradientMeanOracle
 
 __all__ = ["CAP", "CatoniMeanOracle", "catoni_psi"]
 
@@ -243,7 +244,7 @@ def catoni_psi(a, beta):
     return out.reshape(shape)
 
 
-class CatoniMeanOracle:
+class CatoniMeanOracle(GradientMeanOracle):
     """Coordinate-wise Catoni/Holland mean of per-sample gradients + Gaussian noise.
 
     The mean oracle of Wang et al. (2020), Algorithm 4 (eq. (10)-(12)): every

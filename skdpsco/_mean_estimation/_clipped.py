@@ -3,6 +3,7 @@
 import numpy as np
 
 from ..privacy._mechanisms import GaussianMechanism
+from ._oracle import GradientMeanOracle
 
 __all__ = ["ClippedMeanOracle", "clip_coefficients"]
 
@@ -40,7 +41,7 @@ def clip_coefficients(U, row_norms, clip_norm):
         return U * factor[:, None]
 
 
-class ClippedMeanOracle:
+class ClippedMeanOracle(GradientMeanOracle):
     """Per-sample l2 clipping to ``clip_norm``, mean over public ``n``, Gaussian noise.
 
     Sensitivity (replace-one, ``n`` public): the clipped mean is
@@ -96,13 +97,52 @@ class ClippedMeanOracle:
         ``sample_weight`` (public, in ``[0, 1]``) multiplies each *clipped* gradient,
         so every summand still has norm ``<= C`` and the sensitivity is unchanged.
         """
-        coeffs = clip_coefficients(U, design.row_norms(), self.clip_norm)
+        coeffs = self._coefficients(U, design.row_norms(), sample_weight)
+        return self._release(design.weighted_sum(coeffs), rng)
+
+    def estimate_at(self, design, W, derivative, rng, sample_weight=None):
+        """:meth:`estimate` at the iterate ``W``, in one read of the data: the
+        predictions, derivatives, clipping factors and weighted sum of each row
+        chunk are computed together (:meth:`LinearDesign.fused_weighted_sum`)."""
+        caps = self._caps(design)
+
+        def coefficients(Z, rows):
+            U = derivative(Z, rows)
+            if U.ndim == 1:
+                # sign(u) min(|u|, C / ||x~||) (clip_coefficients) is the clip of
+                # u to [-cap, cap]; NaN (none arises from finite predictions)
+                # would count as 0.
+                cap = caps[rows]
+                coeffs = np.where(U == U, U, 0.0)
+                coeffs = np.minimum(
+                    np.maximum(coeffs, -cap, out=coeffs), cap, out=coeffs
+                )
+                return coeffs if sample_weight is None else coeffs * sample_weight[rows]
+            weight = None if sample_weight is None else sample_weight[rows]
+            return self._coefficients(U, design.row_norms()[rows], weight)
+
+        return self._release(design.fused_weighted_sum(W, coefficients), rng)
+
+    def _caps(self, design):
+        """``C / ||x~_i||`` (``inf`` for a zero row), once per design."""
+        cached = getattr(self, "_caps_of", None)
+        if cached is None or cached[0] is not design:
+            norms = design.row_norms()
+            with np.errstate(divide="ignore", over="ignore"):
+                caps = np.where(norms > 0, self.clip_norm / norms, np.inf)
+            self._caps_of = (design, caps)
+        return self._caps_of[1]
+
+    def _coefficients(self, U, row_norms, sample_weight):
+        coeffs = clip_coefficients(U, row_norms, self.clip_norm)
         if sample_weight is not None:
             coeffs = coeffs * (
                 sample_weight if coeffs.ndim == 1 else sample_weight[:, None]
             )
-        mean = design.weighted_sum(coeffs) / self.n_samples_
-        return self.mechanism_.release(mean, rng)
+        return coeffs
+
+    def _release(self, total, rng):
+        return self.mechanism_.release(total / self.n_samples_, rng)
 
     def records(self, count):
         """Ledger records for ``count`` calls."""

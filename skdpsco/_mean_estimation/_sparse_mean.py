@@ -33,6 +33,7 @@ from ..privacy._accounting import calibrate_analytic_gaussian
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy._params import _NON_PRIVATE
 from ._clipped import clip_coefficients
+from ._oracle import GradientMeanOracle
 
 __all__ = [
     "MAX_MEASUREMENT_ENTRIES",
@@ -558,7 +559,7 @@ def _clipped_measurement_sum(G, A, bound):
 # ------------------------------------------------------------------- oracles
 
 
-class _SparseOracleBase:
+class _SparseOracleBase(GradientMeanOracle):
     """Shared validation and per-sample clipping of the sparse-gradient oracles."""
 
     def __init__(self, norm_bound=1.0, sparsity=1):

@@ -45,6 +45,7 @@ from ..privacy._discrete import (
 )
 from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import GRID_SLACK, GaussianMechanism, grid_step
+from ._oracle import GradientMeanOracle
 
 __all__ = [
     "SmoothSensitivityTrimmedMeanOracle",
@@ -413,7 +414,7 @@ def ptr_parameters(epsilon, delta, n_coordinates):
     return PTRParameters(t, bound, margin, value, delta_fail)
 
 
-class SmoothSensitivityTrimmedMeanOracle:
+class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
     """Coordinate-wise Bun–Steinke trimmed mean, released by propose-test-release.
 
     The mean oracle of Wang et al. (2020), Algorithm 3: every coordinate ``j`` of

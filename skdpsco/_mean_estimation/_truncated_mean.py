@@ -31,6 +31,7 @@ import numpy as np
 
 from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import GaussianMechanism, sigma_for_zcdp
+from ._oracle import GradientMeanOracle
 
 __all__ = [
     "AxisTruncatedMeanOracle",
@@ -461,7 +462,7 @@ def axis_truncated_mean(G, centre, halfwidth, n):
 # ------------------------------------------------------------------------ oracles
 
 
-class TruncatedMeanOracle:
+class TruncatedMeanOracle(GradientMeanOracle):
     """Private heavy-tailed gradient mean, rotation-invariant moments (CDPHDME).
 
     One call on the per-sample gradients ``g_i = u_i (outer) x~_i`` (``p`` coordinates,

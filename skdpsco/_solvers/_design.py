@@ -13,6 +13,8 @@ scipy.sparse row blocks; a dask-backed design would implement the same methods
 (map over chunks, sum on the driver).
 """
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -20,6 +22,8 @@ from ..utils._sparse import fresh_view
 
 __all__ = [
     "LinearDesign",
+    "StandardisedDesign",
+    "standardised_design",
     "row_clip_scales",
     "row_l2_norms",
     "row_lr_norms",
@@ -173,6 +177,37 @@ def row_clip_scales(X, r, bound):
     return np.where(above, np.where(tiny, down, scales), 1.0)
 
 
+#: Sums of squares in this range lost no digit to underflow and did not overflow:
+#: their square root is the norm to rounding.
+_EXACT_SUMS = (2.0**-1000, 2.0**1000)
+
+
+def dense_row_l2_norms(Z, work=None):
+    """l2 norms of the rows of a dense block, or an upper bound for extreme rows.
+
+    The sum of squares is computed directly; a row whose sum lies outside
+    ``[2^-1000, 2^1000]`` (entries near the float range, where squares overflow,
+    or all below about ``2^-500``, where they underflow) gets its l1 norm
+    ``>= ||z_i||_2`` instead (sums of absolute values neither overflow early nor
+    underflow). An upper bound only ever clips a gradient more, so every bound
+    ``||c_i x~_i|| <= C`` built on these norms holds. Both are computed for every
+    row (no data-dependent branch or timing), with no floating-point warning; a
+    norm past the float range is ``inf``. ``work``, if given, is a buffer of
+    ``Z``'s shape for the absolute values (a fresh megabyte-sized temporary per
+    chunk costs more than the arithmetic).
+    """
+    Z = np.asarray(Z, dtype=float)
+    with np.errstate(over="ignore", under="ignore"):
+        sums = np.einsum("ij,ij->i", Z, Z)
+        l1 = np.abs(Z, out=work) @ np.ones(Z.shape[1])
+        exact = (sums >= _EXACT_SUMS[0]) & (sums <= _EXACT_SUMS[1])
+        return np.where(exact, np.sqrt(sums), l1)
+
+
+#: Entries (rows x columns) per row chunk of the fused gradient pass: 2 MiB of
+#: float64, so the chunk read for the predictions is still in cache for the sum.
+FUSED_CHUNK_ENTRIES = 2**18
+
 #: Rows per chunk for the aggregates that need a temporary as large as the chunk.
 DEFAULT_CHUNK_ROWS = 65536
 
@@ -187,6 +222,15 @@ _SPARSE_CHUNK_NNZ = 2**18
 #: Linear predictions are clipped to this magnitude so that an overflowing row never
 #: turns into NaN downstream (inf - inf in a softmax).
 _Z_MAX = 1e300
+
+
+def _finite_predictions(Z):
+    """Predictions clipped to ``[-1e300, 1e300]``, NaN (``inf - inf``) to 0: a
+    fixed map of each value, the same work whatever the values."""
+    Z = np.where(Z == Z, Z, 0.0)
+    # np.minimum / np.maximum rather than np.clip: the same values, less
+    # overhead per row chunk.
+    return np.minimum(np.maximum(Z, -_Z_MAX, out=Z), _Z_MAX, out=Z)
 
 
 class LinearDesign:
@@ -223,7 +267,7 @@ class LinearDesign:
             self.X[rows], self.fit_intercept, self.chunk_rows, self.intercept_column
         )
 
-    def _chunks(self):
+    def _chunks(self, entries=DEFAULT_CHUNK_ENTRIES):
         if sp.issparse(self.X):
             # A sparse chunk's temporaries are as large as its non-zeros, not
             # rows x dim: bounding the rows by DEFAULT_CHUNK_ENTRIES / dim would
@@ -232,11 +276,44 @@ class LinearDesign:
             per_row = max(1, self.X.nnz // max(self.n_samples, 1))
             step = max(1, min(self.chunk_rows, _SPARSE_CHUNK_NNZ // per_row))
         else:
-            step = max(
-                1, min(self.chunk_rows, DEFAULT_CHUNK_ENTRIES // max(self.dim, 1))
-            )
+            step = max(1, min(self.chunk_rows, entries // max(self.dim, 1)))
         for start in range(0, self.n_samples, step):
             yield slice(start, min(start + step, self.n_samples))
+
+    def _head(self, W):
+        """``(V, b)`` with ``X~ W = X V + b``: the products read ``X`` as stored."""
+        head = W[: self.n_features]
+        offset = (
+            self.intercept_column * W[self.n_features] if self.fit_intercept else 0.0
+        )
+        return head, offset
+
+    def _assemble(self, head_sum, total):
+        """``X~^T C`` from ``X^T C`` and ``sum_i C_i`` (see :meth:`_head`)."""
+        head = np.asarray(head_sum, dtype=float)
+        if not self.fit_intercept:
+            return head
+        tail = self.intercept_column * total
+        if head.ndim == 2:
+            return np.vstack([head, tail])
+        if head.flags.owndata and head.flags.c_contiguous and head.base is None:
+            # Grow in place (realloc) rather than np.append: at d = 10^6 a second
+            # length-d buffer would be a third of a sparse X's size.
+            head.resize(self.dim, refcheck=False)
+            head[self.n_features] = tail
+            return head
+        return np.append(head, tail)
+
+    def matrix(self):
+        """``X`` as the fit sees it (without the intercept column)."""
+        return self.X
+
+    def block(self, rows, out=None):
+        """The dense rows ``rows`` (a slice) of ``X`` as the fit sees them
+        (without the intercept column); ``out``, if given, a buffer of at least
+        as many rows that the result may be written into."""
+        block = self.X[rows]
+        return block.toarray() if sp.issparse(block) else np.asarray(block)
 
     def predict(self, W):
         """Linear predictions ``X~ W``: shape (n,) for W (dim,), (n, K) for W (dim, K).
@@ -245,15 +322,52 @@ class LinearDesign:
         their sign), NaN from ``inf - inf`` becomes 0: a deterministic function of one
         row and the public ``W``, so every sensitivity bound downstream still holds.
         """
+        head, offset = self._head(W)
         # Products with a subnormal entry underflow: harmless, and not to be
         # reported (a warning for one record only tells neighbours apart).
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            Z = self.X @ W[: self.n_features]
-            if self.fit_intercept:
-                Z = Z + self.intercept_column * W[self.n_features]
-        Z = np.asarray(Z, dtype=float)
-        Z = np.nan_to_num(Z, nan=0.0, posinf=_Z_MAX, neginf=-_Z_MAX, copy=False)
-        return np.clip(Z, -_Z_MAX, _Z_MAX, out=Z)
+            Z = self.X @ head
+            Z = Z + offset
+        return _finite_predictions(Z)
+
+    def fused_weighted_sum(self, W, coefficients):
+        """``X~^T C`` with ``C = coefficients(X~ W, rows)``, in one read of ``X``.
+
+        Row chunk by row chunk (:data:`FUSED_CHUNK_ENTRIES` entries each), the
+        chunk's predictions (clipped as in :meth:`predict`), its per-row
+        coefficients and its weighted sum are computed while the chunk is in
+        cache, so an iteration of a gradient method reads ``X`` from memory
+        once, and no temporary is larger than a chunk.
+
+        Parameters
+        ----------
+        W : ndarray of shape (dim,) or (dim, K)
+        coefficients : callable
+            ``coefficients(Z_chunk, rows) -> C_chunk``, a row-wise map of the
+            predictions of the rows ``rows`` (a slice) to their coefficients, of
+            the shape of ``Z_chunk``.
+
+        Returns
+        -------
+        ndarray of the shape of ``W``
+        """
+        head, offset = self._head(W)
+        step = max(1, min(self.chunk_rows, FUSED_CHUNK_ENTRIES // max(self.dim, 1)))
+        head_sum = np.zeros(head.shape)
+        total = np.zeros(W.shape[1:])
+        for start in range(0, self.n_samples, step):
+            rows = slice(start, min(start + step, self.n_samples))
+            chunk = self.X[rows]
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                Z = chunk @ head
+                Z = Z + offset
+            C = np.asarray(coefficients(_finite_predictions(Z), rows), dtype=float)
+            # Callers bound |C_i| ||x~_i||, so nothing overflows; subnormal
+            # products underflow harmlessly (no warning for one record only).
+            with np.errstate(under="ignore"):
+                head_sum += np.asarray(chunk.T @ C)
+            total += C.sum(axis=0)
+        return self._assemble(head_sum, total)
 
     def row_norms(self):
         """l2 norms ``||x~_i||`` (cached), computed with per-row scaling.
@@ -263,13 +377,23 @@ class LinearDesign:
         """
         if self._row_norms is None:
             out = np.empty(self.n_samples)
-            for rows in self._chunks():
-                norms = row_l2_norms(self.X[rows])
+            buffers = None
+            if not sp.issparse(self.X):
+                rows = max(1, FUSED_CHUNK_ENTRIES // max(self.dim, 1))
+                buffers = np.empty((2, min(rows, self.n_samples), self.n_features))
+            for rows in self._chunks(FUSED_CHUNK_ENTRIES):
+                norms = self._block_norms(rows, buffers)
                 if self.fit_intercept:
                     norms = np.hypot(norms, self.intercept_column)
                 out[rows] = norms
             self._row_norms = out
         return self._row_norms
+
+    def _block_norms(self, rows, buffers=None):
+        if sp.issparse(self.X):
+            return row_l2_norms(self.X[rows])
+        Z = self.block(rows, out=buffers[0])
+        return dense_row_l2_norms(Z, work=buffers[1][: Z.shape[0]])
 
     def row_l1_norms(self):
         """l1 norms ``||x~_i||_1`` (cached), computed with per-row scaling.
@@ -284,10 +408,13 @@ class LinearDesign:
             for rows in self._chunks():
                 # Shared with row_norms: no 1 / max|x_i| (it overflowed for a row
                 # whose largest entry is subnormal, on that neighbour only).
-                norms = row_lr_norms(self.X[rows], 1.0)
+                norms = row_lr_norms(self._l1_block(rows), 1.0)
                 out[rows] = norms + self.fit_intercept * self.intercept_column
             self._row_l1_norms = out
         return self._row_l1_norms
+
+    def _l1_block(self, rows):
+        return self.X[rows]
 
     def predict_chunks(self, W):
         """Yield ``(rows, X~[rows] @ W)`` for a ``(dim, k)`` matrix ``W``, row chunk
@@ -299,16 +426,13 @@ class LinearDesign:
         """
         k = W.shape[1]
         step = max(1, min(self.chunk_rows, DEFAULT_CHUNK_ENTRIES // max(k, 1)))
-        head = W[: self.n_features]
+        head, offset = self._head(W)
         for start in range(0, self.n_samples, step):
             rows = slice(start, min(start + step, self.n_samples))
             with np.errstate(over="ignore", under="ignore", invalid="ignore"):
                 Z = self.X[rows] @ head
-                if self.fit_intercept:
-                    Z = Z + self.intercept_column * W[self.n_features]
-            Z = np.asarray(Z, dtype=float)
-            Z = np.nan_to_num(Z, nan=0.0, posinf=_Z_MAX, neginf=-_Z_MAX, copy=False)
-            yield rows, np.clip(Z, -_Z_MAX, _Z_MAX, out=Z)
+                Z = Z + offset
+            yield rows, _finite_predictions(Z)
 
     def weighted_sum(self, C):
         """``X~^T C``: shape (dim,) for C (n,), (dim, K) for C (n, K)."""
@@ -317,19 +441,7 @@ class LinearDesign:
         # record only); callers bound |C_i| ||x_i||, so nothing overflows.
         with np.errstate(under="ignore"):
             head = self.X.T @ C
-        head = np.asarray(head, dtype=float)
-        if not self.fit_intercept:
-            return head
-        tail = self.intercept_column * C.sum(axis=0)
-        if C.ndim == 2:
-            return np.vstack([head, tail])
-        if head.flags.owndata and head.flags.c_contiguous and head.base is None:
-            # Grow in place (realloc) rather than np.append: at d = 10^6 a second
-            # length-d buffer would be a third of a sparse X's size.
-            head.resize(self.dim, refcheck=False)
-            head[self.n_features] = tail
-            return head
-        return np.append(head, tail)
+        return self._assemble(head, C.sum(axis=0))
 
     def gradient_chunk_sum(self, U, func):
         """``sum over row chunks of func(G_chunk, rows)`` for the per-sample gradients.
@@ -354,8 +466,7 @@ class LinearDesign:
         total = None
         for start in range(0, self.n_samples, step):
             rows = slice(start, min(start + step, self.n_samples))
-            block = self.X[rows]
-            block = block.toarray() if sp.issparse(block) else np.asarray(block)
+            block = self.block(rows)
             if self.fit_intercept:
                 block = np.hstack(
                     [block, np.full((block.shape[0], 1), self.intercept_column)]
@@ -368,3 +479,160 @@ class LinearDesign:
             part = func(G, rows)
             total = part if total is None else total + part
         return total
+
+
+class StandardisedDesign(LinearDesign):
+    """The design of ``(X - center) * weight`` without a standardised copy of ``X``.
+
+    Rows are ``x~_i = [(x_i - c) * w, a]`` for public (released) ``c`` and ``w``
+    (``w_j = 0`` for a column left out of the fit). Predictions are
+    ``X (w V) + (b - c . (w V))`` (a map of each row and public values) and the
+    fused gradient pass sums ``w (X^T C - c sum_i C_i)``, so an iteration reads
+    ``X`` as stored; :meth:`weighted_sum` (arbitrary coefficients), chunks of
+    per-sample gradients and row norms standardise one chunk at a time. Use
+    :func:`standardised_design`, which falls back on a standardised copy where
+    folding would not be accurate.
+
+    The folded sum is accurate only for coefficients with ``|C_i| ||x~_i|| <= B``
+    (clipped gradients) and rows of norm at least 1 (the intercept column
+    ``a = 1``): then ``|C_i| <= B`` and the terms that cancel are at most ``B
+    |c_j|`` (:func:`fold_is_accurate`). A row of norm 0 without an intercept
+    would allow any ``C_i``, and ``C_i c_j`` would cancel catastrophically, which
+    is why :func:`standardised_design` folds only with an intercept.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    fit_intercept : bool
+    center, weight : ndarray of shape (n_features,)
+        Public, finite.
+    chunk_rows : int, default=65536
+    intercept_column : float, default=1.0
+    """
+
+    def __init__(
+        self,
+        X,
+        fit_intercept,
+        center,
+        weight,
+        chunk_rows=DEFAULT_CHUNK_ROWS,
+        intercept_column=1.0,
+    ):
+        super().__init__(X, fit_intercept, chunk_rows, intercept_column)
+        self.center = np.asarray(center, dtype=float)
+        self.weight = np.asarray(weight, dtype=float)
+        self._used = self.weight != 0
+
+    def subset(self, rows):
+        return StandardisedDesign(
+            self.X[rows],
+            self.fit_intercept,
+            self.center,
+            self.weight,
+            self.chunk_rows,
+            self.intercept_column,
+        )
+
+    def block(self, rows, out=None):
+        # A per-record map of public constants (the released centre and scale);
+        # an unused column (weight 0) is 0, a value past the float range the
+        # largest float.
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            chunk = self.X[rows]
+            Z = None if out is None else out[: chunk.shape[0]]
+            Z = np.subtract(chunk, self.center, out=Z, dtype=float)
+            Z *= self.weight
+        Z[:, ~self._used] = 0.0
+        return np.clip(Z, -_FMAX, _FMAX, out=Z)
+
+    def _l1_block(self, rows):
+        return self.block(rows)
+
+    def matrix(self):
+        return self.block(slice(None))
+
+    def weighted_sum(self, C):
+        # Arbitrary coefficients: summed over standardised chunks (no fold).
+        C = np.asarray(C, dtype=float)
+        step = max(1, min(self.n_samples, FUSED_CHUNK_ENTRIES // max(self.dim, 1)))
+        buffer = np.empty((step, self.n_features))
+        head = np.zeros((self.n_features,) + C.shape[1:])
+        for start in range(0, self.n_samples, step):
+            rows = slice(start, min(start + step, self.n_samples))
+            with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+                head += self.block(rows, out=buffer).T @ C[rows]
+        return LinearDesign._assemble(self, head, C.sum(axis=0))
+
+    def _head(self, W):
+        weight = self.weight if W.ndim == 1 else self.weight[:, None]
+        head = weight * W[: self.n_features]
+        offset = (
+            self.intercept_column * W[self.n_features] if self.fit_intercept else 0.0
+        )
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            offset = offset - self.center @ head
+        return head, offset
+
+    def _assemble(self, head_sum, total):
+        head_sum = np.asarray(head_sum, dtype=float)
+        center = self.center if head_sum.ndim == 1 else self.center[:, None]
+        weight = self.weight if head_sum.ndim == 1 else self.weight[:, None]
+        used = self._used if head_sum.ndim == 1 else self._used[:, None]
+        # The centring is folded into the sums: w (X^T C - c sum C); its
+        # rounding is bounded in standardised_design, which only folds where
+        # that bound is negligible.
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            head = np.where(used, (head_sum - center * total) * weight, 0.0)
+        return super()._assemble(head, total)
+
+
+#: Worst-case rounding of a folded weighted sum (relative to the largest clipped
+#: per-sample gradient ``C``) allowed before the standardised copy is used instead.
+_FOLD_ROUNDING = 2.0**-14
+
+
+def fold_is_accurate(n_samples, n_columns, center, weight):
+    """Whether folding the centring into the products (:class:`StandardisedDesign`)
+    keeps the rounding of a weighted sum negligible: a public rule of ``n``, the
+    chunk size and the released ``center`` and ``weight``.
+
+    For coefficients with ``|C_i| ||x~_i|| <= C`` (the clipped gradients), each
+    term of ``X^T C`` is at most ``C (s_j + |c_j|)`` and each of ``c_j sum C`` at
+    most ``C |c_j|`` in standardised units ``s_j = 1 / w_j``, so summing chunks of
+    ``m`` rows and then the ``n / m`` chunk sums rounds by at most
+    ``(m + n / m) u n C (1 + 2 r)`` with ``r = max_j |c_j| w_j`` and ``u = 2^-53``
+    (Higham 2002, eq. 4.4), ``1 + 2 r`` times the bound of the same sums on a
+    standardised copy. Folding is used while that is at most ``2^-14 C``.
+    """
+    used = weight != 0
+    if not np.any(used):
+        return True
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        ratio = float(np.max(np.abs(center[used]) * weight[used]))
+        # The sums themselves stay far below the float range (clip norms up
+        # to 2^100): sum_i |C_i x_ij| <= n B (s_j + |c_j|).
+        magnitude = n_samples * float(np.max(1.0 / weight[used] + np.abs(center[used])))
+    if not (math.isfinite(ratio) and magnitude <= 2.0**800):
+        return False
+    m = max(1, FUSED_CHUNK_ENTRIES // max(n_columns + 1, 1))
+    bound = (m + n_samples / m) * 2.0**-53 * n_samples * (1.0 + 2.0 * ratio)
+    return bound <= _FOLD_ROUNDING
+
+
+def standardised_design(X, fit_intercept, scaling=None):
+    """The design of ``X`` standardised by a released column ``scaling``.
+
+    ``scaling`` (a :class:`~skdpsco._column_scaling.ColumnScaling`, or None for
+    ``X`` as it is) gives public ``center`` and ``weight``. Dense ``X`` with an
+    intercept gets a :class:`StandardisedDesign` (no copy) where
+    :func:`fold_is_accurate`, anything else a :class:`LinearDesign` of
+    ``scaling.transform(X)`` (a copy of ``X``'s size).
+    """
+    if scaling is None:
+        return LinearDesign(X, fit_intercept)
+    n, d = X.shape
+    fold = fit_intercept and not sp.issparse(X)
+    if fold and fold_is_accurate(n, d, scaling.center, scaling.weight):
+        return StandardisedDesign(X, fit_intercept, scaling.center, scaling.weight)
+    return LinearDesign(scaling.transform(X), fit_intercept)

@@ -126,13 +126,12 @@ def noisy_gradient_descent(
     W = np.zeros(shape)
     start = {"suffix": max_iter // 2, "uniform": 0, "last": max_iter - 1}[averaging]
     W_sum = np.zeros(shape)
+
+    def derivative(Z, rows):
+        return loss.derivative(Z, y[rows])
+
     for t in range(max_iter):
-        Z = design.predict(W)
-        U = loss.derivative(Z, y)
-        if sample_weight is None:
-            data_grad = oracle.estimate(design, U, rng)
-        else:
-            data_grad = oracle.estimate(design, U, rng, sample_weight=sample_weight)
+        data_grad = oracle.estimate_at(design, W, derivative, rng, sample_weight)
         grad = data_grad + l2_penalty * penalised * W
         W = project_l2_ball(W - learning_rate * grad, radius)
         if t >= start:

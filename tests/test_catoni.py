@@ -18,6 +18,7 @@ from scipy.special import ndtr
 from skdpsco._mean_estimation._catoni import (
     CAP,
     CatoniMeanOracle,
+    CatoniPsiTable,
     _catoni_correction,
     catoni_psi,
 )
@@ -192,6 +193,141 @@ def test_psi_accepts_range_ends_and_scalars():
     assert abs(catoni_psi(10.0, 1e-6)) < 1e-3
 
 
+# -- psi lookup table (what the oracle evaluates) ----------------------------------
+
+TABLE_BETAS = [1e-6, 1e-3, 0.1, 1.0, math.log(100), BETA_REF, 100.0, 1e4, 1e12]
+#: The table's documented accuracy against catoni_psi, for every beta.
+TABLE_ERROR = 4.4e-9
+
+
+def table_grid():
+    tails = np.geomspace(1e-12, 1e12, 20001)
+    extremes = [0.0, -0.0, 5e-324, 2.2e-308, 1e-300, 1e8, 1.5e8, 1e300, 1.7e308]
+    pos = np.concatenate([tails, extremes])
+    return np.concatenate([np.linspace(-60, 60, 240001), pos, -pos])
+
+
+@pytest.mark.parametrize("beta", TABLE_BETAS)
+def test_table_matches_catoni_psi_on_dense_grid(beta):
+    a = table_grid()
+    table = CatoniPsiTable(beta)
+    err = np.abs(table(a) - catoni_psi(a, beta))
+    assert err.max() <= TABLE_ERROR
+    # The error is that of an interpolation, not a rounding: it is not 0.
+    assert err.max() > 1e-13
+    # Through the scale (folded into the table's constants): psi(G / s).
+    for s in [0.37, 2.0, 1e5]:
+        b = a[np.abs(a) <= 1e12]
+        err = np.abs(table(b * s, s) - catoni_psi(b, beta))
+        assert err.max() <= TABLE_ERROR
+
+
+@pytest.mark.parametrize("beta", [1e-6, math.log(100), 1e12])
+def test_table_keeps_relative_accuracy_near_zero(beta):
+    # psi(a) ~ a: the table stores psi(a) / g and multiplies by g, so small
+    # gradients are not swamped by the absolute error.
+    a = np.geomspace(1e-300, 1e-4, 2001)
+    np.testing.assert_allclose(CatoniPsiTable(beta)(a), catoni_psi(a, beta), rtol=2e-9)
+
+
+@pytest.mark.parametrize("beta", [1e-6, math.log(100), 1e12])
+def test_table_is_bounded_odd_and_maps_non_finite_inputs(beta):
+    table = CatoniPsiTable(beta)
+    out = table(EXTREMES)
+    assert np.all(np.isfinite(out)) and np.all(np.abs(out) <= CAP)
+    assert out[EXTREMES.index(0.0)] == 0.0
+    assert np.isnan(EXTREMES[13]) and out[13] == 0.0  # NaN -> 0, as catoni_psi
+    # +-inf and everything beyond 1e8 are evaluated at +-1e8: bit-identical.
+    big = table([1e8, 1.5e8, 1e300, np.inf, 1.7e308])
+    assert np.all(big == big[0]) and table(-np.inf) == -big[0]
+    assert big[0] == pytest.approx(catoni_psi(np.inf, beta), abs=TABLE_ERROR)
+    # Odd exactly (the sign bit is copied back), on heavy-tailed input.
+    rng = np.random.default_rng(12)
+    a = np.concatenate(
+        [rng.standard_cauchy(20000) ** 3, np.geomspace(1e-12, 1e12, 500)]
+    )
+    np.testing.assert_array_equal(table(-a), -table(a))
+    assert np.all(np.abs(table(a)) <= CAP)
+    assert np.all(np.isfinite(table.table))
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-5, 1.0, 1e250, 1e300])
+def test_table_scale_is_applied_whether_or_not_it_folds(scale):
+    # 1e-300 and 1e300 are outside the range where the scale folds into the
+    # constants (|G| / s is formed first); the others fold.
+    beta = math.log(100)
+    a = np.concatenate([np.linspace(-5, 5, 2001), [1e6, -1e7, 1e-6]])
+    with np.errstate(under="ignore"):
+        G = a * scale
+    out = CatoniPsiTable(beta)(G, scale)
+    np.testing.assert_allclose(out, catoni_psi(a, beta), rtol=0, atol=TABLE_ERROR)
+    # A gradient entry that overflows the scale saturates, it does not wrap.
+    assert CatoniPsiTable(beta)(1.7e308, scale) == pytest.approx(
+        catoni_psi(1e8, beta), abs=TABLE_ERROR
+    )
+
+
+@pytest.mark.parametrize("block", [64, 2**15])
+def test_table_column_sums_equal_pointwise_sums(monkeypatch, block):
+    # Row blocks (a partial last one, padding to whole lanes) and the weighted
+    # matrix-vector sum give the sums of the pointwise values.
+    from skdpsco._mean_estimation import _catoni
+
+    monkeypatch.setattr(_catoni, "_TABLE_BLOCK", block)
+    rng = np.random.default_rng(13)
+    G = rng.standard_cauchy((517, 7, 3)) * 2
+    G[0, 0, 0], G[1, 2, 1], G[2, 3, 2], G[3, 1, 0] = np.nan, np.inf, -np.inf, -0.0
+    table = CatoniPsiTable(3.0)
+    w = rng.uniform(0, 1, 517)
+    values = table(G, 0.7)
+    np.testing.assert_allclose(
+        table.column_sums(G, 0.7), values.sum(axis=0), rtol=1e-13, atol=1e-13
+    )
+    np.testing.assert_allclose(
+        table.column_sums(G, 0.7, w),
+        np.einsum("i,ijk->jk", w, values),
+        rtol=1e-13,
+        atol=1e-13,
+    )
+    assert table.column_sums(G[:0], 0.7).shape == (7, 3)
+    assert np.all(table.column_sums(G[:0], 0.7) == 0)
+
+
+def test_table_final_clip_is_the_privacy_guard():
+    # Whatever the table held, every value is in [-CAP, CAP]: the sensitivity
+    # (s / n) 2 CAP does not rest on the interpolation being right.
+    a = np.array([-1e9, -60.0, -1.3, -0.5, 0.0, 0.5, 1.3, 60.0, 1e9, np.nan])
+    for bad in [1e300, -1e300, 7.0]:
+        table = CatoniPsiTable(math.log(100))
+        table.table = np.full_like(table.table, bad)
+        out = table(a)
+        assert np.all(np.isfinite(out)) and np.all(np.abs(out) <= CAP)
+        assert np.any(np.abs(out) == CAP) == (bad > 0)
+
+
+def test_table_validation_and_equality():
+    t = CatoniPsiTable(math.log(100))
+    assert t == CatoniPsiTable(math.log(100)) and hash(t) == hash(
+        CatoniPsiTable(math.log(100))
+    )
+    assert t != CatoniPsiTable(3.0) and t != CatoniPsiTable(math.log(100), size=2**10)
+    assert not t.table.flags.writeable
+    assert t.table.shape == (2**15 + 1, 2)
+    for size in [3, 2**25, 2**3, 1.5, True, 1000]:
+        with pytest.raises(ValueError, match="size"):
+            CatoniPsiTable(1.0, size=size)
+    for beta in [0.0, 1e13, np.nan, "1"]:
+        with pytest.raises(ValueError, match="beta"):
+            CatoniPsiTable(beta)
+    for scale in [0.0, -1.0, np.inf, np.nan]:
+        with pytest.raises(ValueError, match="scale"):
+            t([1.0], scale)
+    # A coarser table is less accurate: the default size is what the accuracy needs.
+    a = table_grid()
+    coarse = CatoniPsiTable(1e12, size=2**14)
+    assert np.abs(coarse(a) - catoni_psi(a, 1e12)).max() > 1.5e-8
+
+
 # -- oracle: calibration ---------------------------------------------------------
 
 
@@ -297,10 +433,10 @@ def test_calibrate_and_estimate_validation():
 # -- oracle: estimate ---------------------------------------------------------------
 
 
-def dense_estimate(X, U, s, beta, fit_intercept=True, weight=None):
+def dense_estimate(X, U, s, beta, fit_intercept=True, weight=None, psi=catoni_psi):
     Xt = np.hstack([X, np.ones((X.shape[0], 1))]) if fit_intercept else X
     G = U[:, None] * Xt if U.ndim == 1 else Xt[:, :, None] * U[:, None, :]
-    contrib = catoni_psi(G / s, beta)
+    contrib = psi(G / s, beta)
     if weight is not None:
         contrib = contrib * weight.reshape((-1,) + (1,) * (contrib.ndim - 1))
     return s / X.shape[0] * contrib.sum(axis=0)
@@ -320,12 +456,23 @@ def test_estimate_equals_dense_computation(K, sparse):
     design = LinearDesign(sp.csr_matrix(X) if sparse else X, True, chunk_rows=7)
     out = oracle.estimate(design, U, rng)
     assert out.shape == shape
-    np.testing.assert_allclose(out, dense_estimate(X, U, 0.7, 3.0), rtol=1e-12)
+
+    # psi through the table (what the oracle evaluates), and within the table's
+    # error 4.4e-9 times s of the reference catoni_psi.
+    def table(a, beta):
+        return CatoniPsiTable(beta)(a)
+
+    np.testing.assert_allclose(
+        out, dense_estimate(X, U, 0.7, 3.0, psi=table), rtol=1e-12
+    )
+    exact = dense_estimate(X, U, 0.7, 3.0)
+    np.testing.assert_allclose(out, exact, rtol=0, atol=4.4e-9 * 0.7)
+    assert np.max(np.abs(out - exact)) > 0  # the table is what was used
     # Public weights in [0, 1] multiply each psi term; the denominator stays n.
     w = rng.uniform(0, 1, n)
     out_w = oracle.estimate(design, U, rng, sample_weight=w)
     np.testing.assert_allclose(
-        out_w, dense_estimate(X, U, 0.7, 3.0, weight=w), rtol=1e-12
+        out_w, dense_estimate(X, U, 0.7, 3.0, weight=w, psi=table), rtol=1e-12
     )
 
 

@@ -253,7 +253,7 @@ def catoni_psi(a, beta):
 #: Intervals of :class:`CatoniPsiTable`: interpolation error <= 4.4e-9 for every
 #: beta in ``BETA_RANGE`` (largest at beta >= 1e4 near ``|a| = sqrt(2)``, where
 #: ``phi''`` jumps; half as many intervals give 1.8e-8); a power of two, so that
-#: ``m |a|`` is exact.
+#: the node index is a rounding (``_blocks``).
 _TABLE_SIZE = 2**15
 #: Entries per block of the table kernel: its buffers (40 bytes an entry) stay in
 #: the L2/L3 cache, and each numpy call does enough work to hide its overhead
@@ -261,10 +261,6 @@ _TABLE_SIZE = 2**15
 _TABLE_BLOCK = 2**15
 #: Length of the bound arrays of the kernel's fmin / fmax (see ``_blocks``).
 _LANE = 256
-#: ``g + 2^52`` rounds ``g`` in ``[0, 2^51)`` to the nearest integer, which is
-#: then the low bits of the float: the node index without a float->int cast.
-_ROUND = 2.0**52
-_ROUND_BITS = np.float64(_ROUND).view(np.int64)
 _SIGN_BIT = np.uint64(1 << 63)
 _ABS_BITS = np.uint64((1 << 63) - 1)
 
@@ -272,14 +268,15 @@ _ABS_BITS = np.uint64((1 << 63) - 1)
 class CatoniPsiTable:
     """Lookup table of :func:`catoni_psi` for one ``beta``: bounded, odd, fast.
 
-    ``psi_beta`` is tabulated in the variable ``g = m |a| / (|a| + c)``, which maps
-    ``[0, inf]`` onto ``[0, m]`` (``m`` = ``size``; ``c = sqrt(2) min(1,
-    sqrt(beta))``, the scale on which ``psi_beta`` bends, so the nodes are dense
-    where it curves and ``|a| = inf`` is the node ``g = m``). Stored is
-    ``Q(g) = psi_beta(|a|) / g``, so the evaluation ``psi = g Q(g)`` keeps its
-    relative accuracy near ``a = 0`` (``psi(a) ~ a``; relative error below
-    ``1e-9`` there); ``Q`` is interpolated linearly around the nearest node
-    (central differences, stored as intercept and slope). The nodes are
+    ``psi_beta`` is tabulated in the variable ``t = |a| / (|a| + c)``, which maps
+    ``[0, inf]`` onto ``[0, 1]``, at the nodes ``t = k / m``, ``k = 0..m``
+    (``m`` = ``size``; ``c = sqrt(2) min(1, sqrt(beta))``, the scale on which
+    ``psi_beta`` bends, so the nodes are dense where it curves, and ``|a| = inf``
+    is the node ``t = 1``). Stored is ``Q(t) = psi_beta(|a|) / t``, so the
+    evaluation ``psi = t Q(t)`` keeps its relative accuracy near ``a = 0``
+    (``psi(a) ~ a``; relative error below ``1e-9`` there); ``Q`` is interpolated
+    linearly around the nearest node (central differences, stored as intercept
+    and slope). The nodes are
     :func:`catoni_psi` itself, which stays the reference: for every ``beta`` in
     ``[1e-6, 1e12]`` the two differ by at most ``4.4e-9`` (tested on dense grids
     and extreme inputs). Every value of the table's evaluation is:
@@ -312,7 +309,7 @@ class CatoniPsiTable:
     bend : float
         ``c``.
     table : ndarray of shape (size + 1, 2), read-only
-        ``Q`` at the nodes ``g = 0..m`` and its central difference.
+        Row ``k``: intercept and slope of the linear ``Q(t)`` around node ``k``.
 
     References
     ----------
@@ -345,22 +342,24 @@ class CatoniPsiTable:
         m = int(size)
         c = _SQRT2 * min(1.0, math.sqrt(beta))
         k = np.arange(m + 1, dtype=float)
-        # Node k is g = k: |a| = c k / (m - k), and |a| = inf at k = m, where
-        # catoni_psi saturates (its value at 1e8).
+        # Node k is t = k / m: |a| = c k / (m - k), and |a| = inf at k = m,
+        # where catoni_psi saturates (its value at 1e8).
         x = np.full(m + 1, _A_BIG)
         x[:-1] = np.minimum(c * k[:-1] / (m - k[:-1]), _A_BIG)
+        # In units of g = m t (whole numbers at the nodes); the powers of two m
+        # and m^2 below convert exactly to units of t.
         q = np.empty(m + 1)
         q[1:] = catoni_psi(x[1:], beta) / k[1:]
-        q[0] = c / m  # psi'(0) = 1 and dx/dg = c / m at g = 0
+        q[0] = c / m  # psi'(0) = 1 and d|a|/dg = c / m at g = 0
         slope = np.empty(m + 1)
         slope[1:-1] = 0.5 * (q[2:] - q[:-2])
-        slope[0] = q[1] - q[0]  # g >= 0: only the right half of node 0
-        slope[-1] = q[-1] - q[-2]  # g <= m: only the left half of node m
+        slope[0] = q[1] - q[0]  # t >= 0: only the right half of node 0
+        slope[-1] = q[-1] - q[-2]  # t <= 1: only the left half of node m
         # Q(g) ~ q_k + (g - k) slope_k around the nearest node k, stored as
         # intercept and slope so that g - k is never formed.
         table = np.empty((m + 1, 2))
-        table[:, 0] = q - k * slope
-        table[:, 1] = slope
+        table[:, 0] = (q - k * slope) * m
+        table[:, 1] = slope * (float(m) * m)
         table.flags.writeable = False
         self.beta = beta
         self.size = m
@@ -386,15 +385,19 @@ class CatoniPsiTable:
         is a scratch buffer of shape ``(len(rows), width)``, overwritten by the
         next block.
         """
-        m = float(self.size)
-        # g = m |a| / (|a| + c) with a = G / scale: the scale folds into the
-        # constants (|G| is clamped to 1e8 s and g = m |G| / (|G| + c s)), unless
-        # c s or 1e8 s m leaves the normal float range; then |G| / scale is
-        # formed first (it may overflow to inf, clamped to 1e8 like the rest).
+        # t = |a| / (|a| + c) with a = G / scale: the scale folds into the
+        # constants (|G| is clamped to 1e8 s and t = |G| / (|G| + c s)), unless
+        # c s or 1e8 s leaves the normal float range; then |G| / scale is formed
+        # first (it may overflow to inf, clamped to 1e8 like the rest).
         cs, top = self.bend * scale, _A_BIG * scale
-        fold = 1e-290 < cs and top * m < 1e290
+        fold = 1e-290 < cs and top < 1e290
         if not fold:
             cs, top = self.bend, _A_BIG
+        # t + 2^52 / m rounds t in [0, 1] to a multiple of 1 / m (the float's
+        # last place there): its low bits are the nearest node k, no
+        # float -> int cast needed.
+        shift = 2.0**52 / self.size
+        shift_bits = np.float64(shift).view(np.int64)
         n_rows = G.shape[0]
         step = max(1, _TABLE_BLOCK // max(width, 1))
         # Buffers padded to whole lanes: fmin / fmax take their bound as a short
@@ -444,15 +447,14 @@ class CatoniPsiTable:
             # inf and everything beyond -> 1e8.
             np.fmax(lanes, zeros, out=lanes)
             np.fmin(lanes, tops, out=lanes)
-            np.multiply(xs, m, out=ys)  # exact: m is a power of two
-            np.add(xs, cs, out=xs)
-            np.divide(ys, xs, out=xs)  # g in [0, m], to relative precision
-            np.add(xs, _ROUND, out=ys)
-            np.subtract(ybits, _ROUND_BITS, out=ks)  # round(g)
+            np.add(xs, cs, out=ys)
+            np.divide(xs, ys, out=xs)  # t in [0, 1], to relative precision
+            np.add(xs, shift, out=ys)
+            np.subtract(ybits, shift_bits, out=ks)  # k = round(m t)
             self.table.take(ks, axis=0, out=ps, mode="clip")
             np.multiply(xs, slope, out=ys)
             np.add(ys, intercept, out=ys)
-            np.multiply(ys, xs, out=ys)  # g Q(g)
+            np.multiply(ys, xs, out=ys)  # t Q(t)
             # The privacy guard: |psi| <= CAP whatever the rounding above (every
             # term is finite here, so nothing is NaN).
             np.clip(ys, 0.0, CAP, out=ys)

@@ -276,10 +276,10 @@ class CatoniPsiTable:
     evaluation ``psi = t Q(t)`` keeps its relative accuracy near ``a = 0``
     (``psi(a) ~ a``; relative error below ``1e-9`` there); ``Q`` is interpolated
     linearly around the nearest node (central differences, stored as intercept
-    and slope). The nodes are
-    :func:`catoni_psi` itself, which stays the reference: for every ``beta`` in
-    ``[1e-6, 1e12]`` the two differ by at most ``4.4e-9`` (tested on dense grids
-    and extreme inputs). Every value of the table's evaluation is:
+    and slope). The nodes are :func:`catoni_psi` itself, which stays the
+    reference: for every ``beta`` in ``[1e-6, 1e12]`` the two differ by at most
+    ``4.4e-9`` (tested on dense grids and extreme inputs). Every value of the
+    table's evaluation is:
 
     - clipped explicitly to ``[0, CAP]`` before the sign of ``a`` is restored, so
       ``|psi| <= CAP`` holds for every float input, whatever the rounding;

@@ -461,23 +461,38 @@ class LinearDesign:
             ``func(G_chunk, rows) -> ndarray``.
         """
         U = np.asarray(U, dtype=float)
+        outputs = U.shape[1:]
         width = self.dim * (U.shape[1] if U.ndim == 2 else 1)
-        step = max(1, min(self.chunk_rows, DEFAULT_CHUNK_ENTRIES // max(width, 1)))
+        step = max(1, min(self.chunk_rows, FUSED_CHUNK_ENTRIES // max(width, 1)))
+        step = min(step, max(self.n_samples, 1))
+        # One buffer for the chunk's gradients (and one for a standardised
+        # block), written once per chunk: fresh megabyte-sized temporaries cost
+        # more than the arithmetic.
+        gradients = np.empty((step, self.dim) + outputs)
+        rows_buffer = None if sp.issparse(self.X) else np.empty((step, self.n_features))
         total = None
         for start in range(0, self.n_samples, step):
             rows = slice(start, min(start + step, self.n_samples))
-            block = self.block(rows)
-            if self.fit_intercept:
-                block = np.hstack(
-                    [block, np.full((block.shape[0], 1), self.intercept_column)]
-                )
+            block = self.block(rows, out=rows_buffer)
+            G = gradients[: block.shape[0]]
+            u = U[rows]
             with np.errstate(over="ignore", under="ignore", invalid="ignore"):
                 if U.ndim == 1:
-                    G = U[rows, None] * block
+                    np.multiply(u[:, None], block, out=G[:, : self.n_features])
+                    if self.fit_intercept:
+                        G[:, self.n_features] = u * self.intercept_column
                 else:
-                    G = block[:, :, None] * U[rows, None, :]
+                    np.multiply(
+                        block[:, :, None], u[:, None, :], out=G[:, : self.n_features]
+                    )
+                    if self.fit_intercept:
+                        G[:, self.n_features] = u * self.intercept_column
             part = func(G, rows)
-            total = part if total is None else total + part
+            if total is None:
+                # The buffer is rewritten for the next chunk: keep a copy.
+                total = np.array(part, dtype=float, copy=True)
+            else:
+                total = total + part
         return total
 
 

@@ -16,6 +16,7 @@ import pytest
 import skdpsco._mean_estimation._clipped as clipped_module
 from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
 from skdpsco._mean_estimation._clipped import ClippedMeanOracle
+from skdpsco._mean_estimation._oracle import GradientMeanOracle
 from skdpsco.privacy._accounting import gdp_to_approx_dp
 from skdpsco.privacy._mechanisms import GaussianMechanism, gaussian_noise
 
@@ -89,6 +90,12 @@ def _break_clipping(monkeypatch):
         "clip_coefficients",
         lambda U, row_norms, clip_norm: np.asarray(U, dtype=float),
     )
+    # The fused pass clips scalar derivatives to these caps: none.
+    monkeypatch.setattr(
+        ClippedMeanOracle,
+        "_caps",
+        lambda self, design: np.full(design.n_samples, np.inf),
+    )
 
 
 def _break_data_dependent_bound(monkeypatch):
@@ -110,6 +117,10 @@ def _break_data_dependent_bound(monkeypatch):
         return mean + gaussian_noise(rng, sigma, mean.shape)
 
     monkeypatch.setattr(ClippedMeanOracle, "estimate", estimate)
+    # The two-pass route (predictions, then estimate) instead of the fused one.
+    monkeypatch.setattr(
+        ClippedMeanOracle, "estimate_at", GradientMeanOracle.estimate_at
+    )
 
 
 def _break_noise_scale_from_data(monkeypatch):
@@ -126,6 +137,9 @@ def _break_noise_scale_from_data(monkeypatch):
         return noisy + gaussian_noise(rng, noise_std, noisy.shape)
 
     monkeypatch.setattr(ClippedMeanOracle, "estimate", scaled_estimate)
+    monkeypatch.setattr(
+        ClippedMeanOracle, "estimate_at", GradientMeanOracle.estimate_at
+    )
 
 
 BROKEN_VARIANTS = {

@@ -127,3 +127,34 @@ def test_gradient_chunk_sum_matches_explicit_per_sample_gradients(K, sparse):
     np.testing.assert_allclose(out, np.tanh(G).sum(axis=0))
     count = design.gradient_chunk_sum(U, lambda g, rows: np.array(g.shape[0]))
     assert count == 53
+
+
+@pytest.mark.parametrize("K", [None, 3])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_gradient_chunk_sum_over_a_row_subset(K, sparse, fit_intercept):
+    # rows=mask: only those rows' gradients are built, in increasing order, and
+    # func gets their indices; the values are those of the full chunks.
+    X = RNG.normal(size=(3001, 4))
+    X[X < 0] = 0.0
+    U = RNG.normal(size=(3001,) if K is None else (3001, K))
+    mask = RNG.random(3001) < 0.5
+    design = LinearDesign(
+        sp.csr_matrix(X) if sparse else X,
+        fit_intercept,
+        chunk_rows=200,
+        intercept_column=1.5,
+    )
+    Xt = np.hstack([X, np.full((3001, 1), 1.5)]) if fit_intercept else X
+    G = U[:, None] * Xt if K is None else Xt[:, :, None] * U[:, None, :]
+    seen = []
+
+    def func(g, rows):
+        seen.append(np.asarray(rows))
+        np.testing.assert_array_equal(g, G[rows])
+        return np.tanh(g).sum(axis=0)
+
+    out = design.gradient_chunk_sum(U, func, rows=mask)
+    np.testing.assert_allclose(out, np.tanh(G[mask]).sum(axis=0))
+    np.testing.assert_array_equal(np.concatenate(seen), np.flatnonzero(mask))
+    assert len(seen) > 1

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from skdpsco._mean_estimation import _truncated_mean as tm
 from skdpsco._mean_estimation._truncated_mean import (
     AxisTruncatedMeanOracle,
     BucketGrid,
@@ -788,3 +789,238 @@ def test_no_n_by_p_temporaries():
     finally:
         tracemalloc.stop()
     assert peak < N * (p + 1) * 8 / 4
+
+
+# ------------------------------------------------- the fast paths of the oracles
+
+
+def test_threshold_counts_match_the_division_bit_for_bit():
+    # The histogram compares each entry with public thresholds instead of dividing
+    # it by w s: same buckets for edges (and the floats next to them), -0.0,
+    # subnormals, NaN, +-inf and values past the grid, at scales that do and do
+    # not divide the edges exactly.
+    rng = np.random.default_rng(40)
+    cases = [(2.7, 10.0, 1.0), (45.0, 10.0, 2.5), (9.0, 1.5, 0.3), (2.7, 10.0, 1e-310)]
+    for bound, halfwidth, s in cases:
+        grid = BucketGrid.from_bound(bound, halfwidth)
+        edges = grid.edges * grid.width * s / grid.width  # e w s, rounded
+        special = np.concatenate(
+            [
+                edges,
+                np.nextafter(edges, np.inf),
+                np.nextafter(edges, -np.inf),
+                [0.0, -0.0, 5e-324, -5e-324, -1e-320, np.nan, np.inf, -np.inf],
+                [1e300, -1e300, 2.0 * edges[-1], 0.1, -0.1],
+            ]
+        )
+        values = np.concatenate(
+            [special, rng.standard_t(1, 3000) * grid.width * s * grid.half_count]
+        )
+        V = rng.permutation(np.resize(values, 6 * 1031)).reshape(1031, 6)
+        thresholds = tm._bucket_thresholds(grid, s)
+        assert thresholds is not None
+        fast = tm._counts_from_thresholds(tm._threshold_counts(V, thresholds))
+        np.testing.assert_array_equal(fast, bucket_counts(V, grid, s))
+        assert fast.sum() > 0.5 * V.size
+    # A bucket width past the float range falls back to the division (None).
+    assert tm._bucket_thresholds(BucketGrid.from_bound(1.0, 10.0), 1e307) is None
+
+
+@pytest.mark.parametrize("rows", [1, 7, 8, 9, 1031, 2040])
+def test_column_counter_counts_every_column(rows):
+    # uint64 words of 8 rows x p bytes, summed over <= 255 groups per call: the
+    # byte lanes must not carry into each other even when every entry is True.
+    rng = np.random.default_rng(rows)
+    counter = tm._ColumnCounter(2, 13)
+    B_all = []
+    for fill in (0.5, 1.0, 0.0, 1.0):
+        B = rng.random((2, rows, 13)) < fill
+        counter.add(B)
+        B_all.append(B)
+    np.testing.assert_array_equal(
+        counter.result(), np.concatenate(B_all, axis=1).sum(axis=1)
+    )
+
+
+def test_box_thresholds_are_exact_in_rational_arithmetic():
+    # lo_j is the smallest float v with v - c_j >= -h, hi_j the largest with
+    # v - c_j <= h, in exact arithmetic (not after rounding v - c_j).
+    from fractions import Fraction
+
+    centres = np.array([10.0, -30.0, 0.1, 1e-17, 2.0**53 + 2.0, -7.3e5, 0.0, 1e16])
+    for h in (60.0, 0.3, 1e-9, 7.123456789e3):
+        lo, hi = tm._box_thresholds(centres, h)
+        H = Fraction(h)
+        for c, a, b in zip(centres, lo, hi, strict=True):
+            C = Fraction(float(c))
+            assert Fraction(float(a)) - C >= -H
+            assert Fraction(float(np.nextafter(a, -np.inf))) - C < -H
+            assert Fraction(float(b)) - C <= H
+            assert Fraction(float(np.nextafter(b, np.inf))) - C > H
+    assert tm._box_thresholds(np.zeros(3), 1.7e308) is None
+
+
+def _ball_oracle(N, shape, tau, s=1.0):
+    with pytest.warns(UserWarning, match="truncation"):
+        oracle = TruncatedMeanOracle(truncation=tau, gradient_scale=s)
+        oracle.calibrate(N, 1.0, shape)
+    oracle.in_y_ = oracle._draw_split(np.random.default_rng(0))
+    return oracle
+
+
+def test_ball_products_keep_exactly_the_rows_of_the_chunked_test():
+    # Adversarial rows for the identity ||u x - c||^2 = u^2 ||x||^2 - 2 u <x, c> +
+    # ||c||^2: 1e150-scale entries (alone and times u = 1e-150), gradients equal to
+    # the centre up to rounding (total cancellation), integer gradients exactly on
+    # the sphere, rows just outside it, u = 0 under 1e300 entries, NaN / inf u.
+    # The matrix-vector test keeps the same rows as the chunked one, and every
+    # row it keeps is within r sqrt(1 + 4 kappa) of c (checked in exact
+    # arithmetic).
+    from fractions import Fraction
+
+    rng = np.random.default_rng(41)
+    d = 4
+    c = np.array([10.0, -10.0, 30.0, 10.0])
+    r = 20.0  # tau sqrt(p) s below
+    rows, us = [], []
+
+    def add(x, u):
+        rows.append(np.asarray(x, dtype=float))
+        us.append(u)
+
+    for _ in range(64):
+        add(c + rng.normal(scale=8.0, size=d), 1.0)  # about half inside
+        add(rng.normal(size=d) * 1e150, rng.choice([1.0, 1e-150, -1e-150]))
+        add(c / 3.0, 3.0)  # g = 3 fl(c / 3): c up to rounding
+        e = np.eye(d)[rng.integers(d)] * rng.choice([-1.0, 1.0])
+        add(c + r * e, 1.0)  # on the sphere, exactly
+    for scale in (1.0 + 1e-9, 1.0 + 1e-6, 1.5):
+        add(c + scale * r * np.eye(d)[1], 1.0)
+    add(np.full(d, 1e300), 0.0)
+    add(c, np.inf)
+    add(c, np.nan)
+    X = np.array(rows)
+    U = np.array(us)
+    N = X.shape[0]
+    oracle = _ball_oracle(N, (d,), tau=1.0, s=10.0)
+    assert oracle.radius_ == r
+    design = LinearDesign(X, fit_intercept=False)
+    assert oracle.widening_ is not None and oracle.widening_ < 1e-10
+    total_p, kept_p = oracle._ball_sum_products(design, U, c)
+    total_c, kept_c = oracle._ball_sum_chunks(design, U, c)
+    assert kept_p == kept_c > N // 4
+    np.testing.assert_allclose(total_p, total_c, rtol=1e-12, atol=1e-9)
+
+    # In exact arithmetic: the kept rows are those of Z within r of c.
+    z = ~oracle.in_y_
+    kept_exact = 0
+    for x, u, in_z in zip(X, U, z, strict=True):
+        if not in_z or not np.isfinite(u):
+            continue
+        dist2 = sum(
+            (Fraction(float(u)) * Fraction(float(v)) - Fraction(float(cj))) ** 2
+            for v, cj in zip(x, c, strict=True)
+        )
+        kept_exact += dist2 <= Fraction(r) ** 2
+    assert kept_exact == kept_p
+
+
+def test_ball_products_with_an_intercept_and_several_outputs():
+    # K = 3 (multinomial): ||g_i - c||^2 = ||u_i||^2 ||x~_i||^2 - 2 <u_i, X~_i C>
+    # + ||C||^2, the intercept column inside the row norms and the predictions.
+    rng = np.random.default_rng(42)
+    N, d, K = 600, 3, 3
+    X = rng.standard_t(2, size=(N, d))
+    U = rng.standard_t(2, size=(N, K))
+    U[:5] = 0.0
+    oracle = _ball_oracle(N, (d + 1, K), tau=1.5)
+    c = rng.choice([-0.5, 0.5], size=(d + 1) * K)
+    design = LinearDesign(X, fit_intercept=True, intercept_column=2.0)
+    total_p, kept_p = oracle._ball_sum_products(design, U, c)
+    total_c, kept_c = oracle._ball_sum_chunks(design, U, c)
+    assert kept_p == kept_c and 0.1 * oracle.n_ < kept_p < oracle.n_
+    np.testing.assert_allclose(total_p, total_c, rtol=1e-12, atol=1e-9)
+
+
+def test_matrix_vector_ball_widens_the_sensitivity_by_a_public_factor():
+    # The products path keeps rows within r sqrt(1 + 4 kappa): the sensitivity is
+    # that radius's; the chunked path (tau = inf, or a gradient bound far beyond
+    # the truncation) keeps 8 r / (3n), and so does the axis oracle.
+    oracle = TruncatedMeanOracle(truncation=60.0).calibrate(10_000, 1.0, (51,))
+    kappa = oracle.widening_
+    assert 1e-14 < kappa < 1e-12
+    base = 8 * 60.0 * math.sqrt(51) / (3 * oracle.n_)
+    assert oracle.mean_mechanism_.sensitivity == pytest.approx(
+        base * math.sqrt(1 + 4 * kappa), rel=1e-15
+    )
+    assert oracle.mean_mechanism_.sensitivity > base
+    far = TruncatedMeanOracle(truncation=60.0, gradient_bound=1e5)
+    assert far.calibrate(10_000, 1.0, (51,)).widening_ is None
+    axis = AxisTruncatedMeanOracle(truncation=60.0).calibrate(10_000, 1.0, (51,))
+    assert axis.widening_ is None
+    assert axis.mean_mechanism_.sensitivity == pytest.approx(base, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "Est", "expected"),
+    [
+        (
+            "truncated_mean_gd",
+            "HeavyTailedDPRidge",
+            [
+                3.018853537409408,
+                2.950081340978067,
+                -2.3776371548547517,
+                1.1320830255199428,
+            ],
+        ),
+        (
+            "truncated_mean_gd",
+            "HeavyTailedDPLogistic",
+            [
+                3.679981825500306,
+                -4.842036071338307,
+                -0.2089140852342616,
+                3.7810372005999486,
+            ],
+        ),
+        (
+            "axis_truncated_mean_gd",
+            "HeavyTailedDPRidge",
+            [
+                4.7626770158089915,
+                -0.8061573308926799,
+                -0.9188429720938427,
+                4.595616499708845,
+            ],
+        ),
+        (
+            "axis_truncated_mean_gd",
+            "HeavyTailedDPLogistic",
+            [
+                3.2307567091137823,
+                -4.825989953163237,
+                0.6123986063675694,
+                2.345387095456291,
+            ],
+        ),
+    ],
+)
+def test_seeded_fits_match_the_chunked_implementation(algorithm, Est, expected):
+    # Golden numbers of the implementation that built every per-sample gradient
+    # twice (histograms and the truncated sum by chunks on all rows, the other
+    # half masked out): the faster paths release the same values.
+    import skdpsco
+
+    rng = np.random.default_rng(16)
+    X = rng.standard_t(3, (400, 3))
+    y = X @ [1.0, -2.0, 0.5] + rng.standard_t(2, 400)
+    if Est == "HeavyTailedDPLogistic":
+        y = (y > 0).astype(int)
+    est = getattr(skdpsco, Est)(
+        algorithm=algorithm, epsilon=2.0, max_iter=8, random_state=3
+    ).fit(X, y)
+    got = np.append(est.coef_.ravel(), est.intercept_)
+    np.testing.assert_allclose(got, expected, rtol=1e-9)
+    assert est.privacy_spent_.epsilon == pytest.approx(1.9999999976547191, rel=1e-15)
+    assert est.privacy_spent_.rho == pytest.approx(0.1257770481903344, rel=1e-15)

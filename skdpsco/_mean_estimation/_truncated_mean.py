@@ -267,6 +267,197 @@ def _bucket_index(V, grid, scale):
     return idx
 
 
+#: Rows of a boolean block counted in one uint64 sum: each byte lane of the sum
+#: adds one byte of each of ``_LANE_GROUPS`` groups of 8 rows and must stay <= 255.
+_LANE_GROUPS = 255
+#: Largest number of public thresholds searched one float at a time before falling
+#: back to the division of :func:`bucket_counts`.
+_THRESHOLD_STEPS = 64
+
+
+def _first_float(predicate, guess):
+    """Smallest float ``v`` with ``predicate(v)``, for a predicate that is False
+    below some float and True from it on; searched one float at a time from
+    ``guess``. ``None`` if not found within ``_THRESHOLD_STEPS`` steps or not
+    finite (the callers then use the exact division instead)."""
+    v = float(guess)
+    if not math.isfinite(v):
+        return None
+    for _ in range(_THRESHOLD_STEPS):
+        below = math.nextafter(v, -math.inf)
+        if predicate(below):
+            v = below
+        elif not predicate(v):
+            v = math.nextafter(v, math.inf)
+        else:
+            return v if math.isfinite(v) else None
+    return None
+
+
+def _bucket_thresholds(grid, scale):
+    """Public thresholds ``theta`` with ``v >= theta_k`` iff ``edge_k <= v / (w s)``.
+
+    :func:`_bucket_index` places ``v`` by ``t = fl(v / (w s))``; a correctly rounded
+    division by a positive number is non-decreasing in ``v``, so ``t >= e`` is
+    ``v >= theta(e)`` for the smallest float ``theta(e)`` with
+    ``fl(theta(e) / (w s)) >= e``: comparing ``v`` with ``theta`` gives the same
+    buckets as the division, bit for bit, without dividing every entry. Returns
+    ``theta`` for the left edges of the ``n_buckets`` buckets, then the smallest
+    float with ``t > J + 1`` (the last bucket is closed on the right), or ``None``
+    if a threshold is not a finite float near ``e w s`` (extreme scales).
+    """
+    denom = grid.width * scale
+    if not (math.isfinite(denom) and denom > 0.0):
+        return None
+    J = grid.half_count
+    out = [
+        _first_float(lambda v, e=float(e): v / denom >= e, e * denom)
+        for e in range(-(J + 1), J + 1)
+    ]
+    out.append(_first_float(lambda v: v / denom > J + 1, (J + 1) * denom))
+    return None if any(v is None for v in out) else np.array(out)
+
+
+class _ColumnCounter:
+    """Per-column numbers of True entries of boolean blocks ``(T, m, p)``.
+
+    Eight rows of ``p`` bytes are ``p`` uint64 words whose byte ``k`` belongs to
+    column ``(8 q + k) mod p`` in every group of eight rows; summing the words of
+    at most 255 groups adds every byte lane without a carry, so the bytes of the
+    sum are per-column counts: one addition per 8 entries instead of one per entry.
+    Each ``B[t]`` must have C-contiguous rows of ``p`` bytes and at most
+    ``8 * _LANE_GROUPS`` rows; rows past a multiple of 8 are summed directly.
+    """
+
+    def __init__(self, n_blocks, p):
+        self.p = p
+        self.lanes = np.zeros((n_blocks, 8 * p), dtype=np.int64)
+        self.rest = np.zeros((n_blocks, p), dtype=np.int64)
+
+    def add(self, B):
+        T, m, p = B.shape
+        full = m - m % 8
+        if full:
+            words = B[:, :full].reshape(T, full // 8, 8 * p).view(np.uint64)
+            lanes = words.sum(axis=1, dtype=np.uint64)
+            self.lanes += lanes.view(np.uint8)
+        if full < m:
+            self.rest += B[:, full:].sum(axis=1, dtype=np.int64)
+
+    def result(self):
+        T, p = self.rest.shape
+        return self.lanes.reshape(T, 8, p).sum(axis=1) + self.rest
+
+
+def _block_rows(p):
+    # Rows per sub-block: a multiple of 8 (whole uint64 words in _ColumnCounter),
+    # about _BLOCK_ENTRIES entries (the temporaries stay in cache).
+    return max(8, min(8 * _LANE_GROUPS, (_BLOCK_ENTRIES // max(p, 1)) // 8 * 8))
+
+
+def _threshold_counts(G, thresholds):
+    """``out[k, j]`` = number of rows with ``G[i, j] >= thresholds[k]`` (NaN: none)."""
+    m, p = G.shape
+    theta = np.asarray(thresholds, dtype=float)[:, None, None]
+    counter = _ColumnCounter(theta.shape[0], p)
+    step = _block_rows(p)
+    buf = np.empty((theta.shape[0], min(step, m), p), dtype=bool)
+    for start in range(0, m, step):
+        block = G[start : start + step]
+        B = buf[:, : block.shape[0]]
+        np.greater_equal(block, theta, out=B)
+        counter.add(B)
+    return counter.result()
+
+
+def _counts_from_thresholds(at_least):
+    """Bucket counts ``(p, n_buckets)`` from :func:`_threshold_counts` with
+    :func:`_bucket_thresholds`: bucket ``b`` is ``edge_b <= t < edge_(b+1)``, the
+    last one ``edge <= t <= J + 1``."""
+    return (at_least[:-1] - at_least[1:]).T
+
+
+#: :meth:`LinearDesign.predict` clips predictions to this magnitude.
+_PREDICTION_CLIP = 1e300
+
+
+def _ball_widening(radius, largest_centre, p):
+    """Public relative widening ``kappa`` of the matrix-vector ball test, or
+    ``None`` where that test is not used (the chunks are).
+
+    The test computes ``d2 = ||g - c||^2`` by an identity whose rounding error is
+    below ``E = 4 (p + 10) 2^-53 (||g|| + ||c||)^2`` (see
+    :meth:`TruncatedMeanOracle._ball_sum_products`); near the sphere
+    ``||g|| <= r + ||c||``, so ``E <= kappa_0 r^2`` with the public
+    ``kappa_0 = 4 (p + 10) 2^-53 (1 + 2 C / r)^2``, ``C`` the largest ``||c||``.
+    ``kappa = kappa_0 + 2^-50`` also covers the rounding of the threshold
+    ``r^2 (1 + kappa)``. Used only where ``kappa <= 10^-9`` and the squares stay
+    in the normal range (not with ``tau = inf``, the testing mode).
+    """
+    r, C = float(radius), float(largest_centre)
+    if not (1e-100 <= r <= 1e100 and C <= 1e100):
+        return None
+    kappa = 4.0 * (p + 10) * 2.0**-53 * (1.0 + 2.0 * C / r) ** 2 + 2.0**-50
+    return kappa if kappa <= 1e-9 else None
+
+
+def _box_thresholds(centre, halfwidth):
+    """Per coordinate, the float interval ``[lo_j, hi_j]`` of the ``v`` with
+    ``|v - c_j| <= halfwidth`` in exact arithmetic.
+
+    The exact sign of ``v - c - (-h)`` is read from ``s = fl(v - c)`` and its
+    rounding error ``e`` (Knuth's TwoSum, exact without overflow): ``s`` rounds
+    ``v - c`` to nearest, so ``s > -h`` implies ``v - c > -h`` and ``s < -h``
+    implies ``v - c < -h`` (both floats); at ``s = -h`` the sign of ``e`` decides.
+    The smallest float at or above ``c - h`` is ``fl(c - h)`` or the next float up
+    (and the other way round for ``hi``). Returns ``None`` where the numbers are
+    too large for TwoSum to be exact (the callers then subtract entry by entry).
+    """
+    c = np.asarray(centre, dtype=float)
+    h = float(halfwidth)
+    if not (h < 1e300 and np.all(np.abs(c) < 1e300)):
+        return None
+
+    def offset(v):
+        # v - c = s + e exactly (TwoSum: no branch, no overflow for |v|, |c| < 1e300).
+        s = v - c
+        back = s - v
+        e = (v - (s - back)) + (-c - back)
+        return s, e
+
+    g = c - h
+    s, e = offset(g)
+    at_or_above = (s > -h) | ((s == -h) & (e >= 0.0))
+    lo = np.where(at_or_above, g, np.nextafter(g, np.inf))
+    g = c + h
+    s, e = offset(g)
+    at_or_below = (s < h) | ((s == h) & (e <= 0.0))
+    hi = np.where(at_or_below, g, np.nextafter(g, -np.inf))
+    return lo, hi
+
+
+def _box_sum(G, lo, hi):
+    """Per column, ``(sum of G[i, j], count)`` over the rows with
+    ``lo_j <= G[i, j] <= hi_j`` (NaN compares False and is dropped)."""
+    m, p = G.shape
+    total = np.zeros(p)
+    counter = _ColumnCounter(1, p)
+    step = _block_rows(p)
+    keep = np.empty((1, min(step, m), p), dtype=bool)
+    upper = np.empty_like(keep)
+    for start in range(0, m, step):
+        block = G[start : start + step]
+        rows = block.shape[0]
+        K, Up = keep[:, :rows], upper[:, :rows]
+        np.greater_equal(block, lo, out=K[0])
+        np.less_equal(block, hi, out=Up[0])
+        K &= Up
+        counter.add(K)
+        # where, not a product: a dropped entry may be +-inf (inf * 0 is NaN).
+        total += np.ones(rows) @ np.where(K[0], block, 0.0)
+    return total, counter.result()[0]
+
+
 def range_histogram_mechanism(rho_p, n_coordinates=1, name="range histogram"):
     """Gaussian noise for ``n_coordinates`` histograms at ``rho_p``-zCDP each.
 
@@ -626,6 +817,10 @@ class TruncatedMeanOracle(GradientMeanOracle):
             * self.gradient_scale
             / (3.0 * self.n_)
         )
+        if self.widening_ is not None:
+            # The matrix-vector ball test keeps rows within r sqrt(1 + 4 kappa)
+            # (_ball_sum_products): the sensitivity of that radius.
+            delta *= math.sqrt(1.0 + 4.0 * self.widening_)
         return min(delta, _FLOAT_MAX)
 
     def calibrate(self, n_samples, rho, shape, truncation=None):
@@ -679,6 +874,9 @@ class TruncatedMeanOracle(GradientMeanOracle):
         # tau = inf (testing mode): every row with a finite distance is kept, NaN and
         # +-inf rows are still dropped by `dist <= radius`.
         self.radius_ = min(tau * math.sqrt(p) * s, _FLOAT_MAX)
+        # Public: whether the mean stage runs by matrix-vector products (and by
+        # how much that widens the ball), see _ball_sum_products.
+        self.widening_ = self._ball_widening()
         # Budget of each stage: with disjoint halves both stages get the whole rho
         # (parallel composition); with one sample they split it (sequential).
         stage_rho = rho if self.sample_split == "data" else rho / 2.0
@@ -730,36 +928,135 @@ class TruncatedMeanOracle(GradientMeanOracle):
         in_y[rng.permutation(N)[: N // 2]] = True
         return in_y
 
-    def _half(self, rows, half):
-        """Mask of the chunk ``rows`` for the half ``"Y"`` or ``"Z"`` (None: all)."""
+    def _rows(self, half):
+        """Row mask of the half ``"Y"`` or ``"Z"``; ``None`` (every row) with
+        ``sample_split="budget"``. Each stage builds the gradients of its own half
+        only."""
         if self.in_y_ is None:
             return None
-        mask = self.in_y_[rows]
-        return mask if half == "Y" else ~mask
+        return self.in_y_ if half == "Y" else ~self.in_y_
 
     def _centre(self, design, U, rng):
         grid, s = self.grid_, self.gradient_scale
+        thresholds = _bucket_thresholds(grid, s)
 
         def counts(G, rows):
-            return bucket_counts(
-                G.reshape(G.shape[0], -1), grid, s, self._half(rows, "Y")
-            )
+            G = G.reshape(G.shape[0], -1)
+            if thresholds is None:
+                return bucket_counts(G, grid, s)
+            return _threshold_counts(G, thresholds)
 
-        exact = design.gradient_chunk_sum(U, counts)
+        exact = design.gradient_chunk_sum(U, counts, rows=self._rows("Y"))
+        if thresholds is not None:
+            exact = _counts_from_thresholds(exact)
         return s * _noisy_argmax_midpoints(exact, grid, self.histogram_mechanism_, rng)
 
     def _mean_query(self, design, U, centre):
+        # The products' test needs predictions accurate to the standard dot
+        # product bound, which a design that folds its centring into them does
+        # not promise (LinearDesign.predictions_exact).
+        if self.widening_ is None or not design.predictions_exact:
+            total, kept = self._ball_sum_chunks(design, U, centre)
+        else:
+            total, kept = self._ball_sum_products(design, U, centre)
+            if not np.all(np.isfinite(total)):
+                # Only a non-finite entry of X~ (0 * inf in X~^T C) gets here:
+                # LinearDesign holds finite data (the estimators validate it), so
+                # an estimator never takes this branch; a direct caller with
+                # non-finite rows gets the chunked test, which drops them.
+                total, kept = self._ball_sum_chunks(design, U, centre)
+        return centre + total / max(kept, 0.75 * self.n_)
+
+    def _ball_widening(self):
+        # ||c|| <= s w (J + 1/2) sqrt(p): every coordinate is a bucket midpoint.
+        grid = self.grid_
+        largest_centre = (
+            self.gradient_scale
+            * grid.width
+            * (grid.half_count + 0.5)
+            * math.sqrt(self.dim_)
+        )
+        return _ball_widening(self.radius_, largest_centre, self.dim_)
+
+    def _ball_sum_chunks(self, design, U, centre):
+        """``(sum of kept g - c, count)`` over ``Z`` from the gradient chunks."""
         radius = self.radius_
 
         def partial(G, rows):
-            total, kept = _truncated_sum(
-                G.reshape(G.shape[0], -1), centre, radius, self._half(rows, "Z")
-            )
+            total, kept = _truncated_sum(G.reshape(G.shape[0], -1), centre, radius)
             return np.append(total, kept)
 
-        out = design.gradient_chunk_sum(U, partial)
-        total, kept = out[:-1], out[-1]
-        return centre + total / max(kept, 0.75 * self.n_)
+        out = design.gradient_chunk_sum(U, partial, rows=self._rows("Z"))
+        return out[:-1], out[-1]
+
+    def _ball_sum_products(self, design, U, centre):
+        """``(sum of kept g - c, count)`` over ``Z`` by two matrix-vector products.
+
+        With ``g_i = u_i (outer) x~_i``, ``||g_i - c||^2 = ||u_i||^2 ||x~_i||^2 -
+        2 <u_i, X~_i c> + ||c||^2`` needs only ``X~ c`` (``design.predict``) and the
+        cached row norms, and the kept sum is ``X~^T (keep * U) - |kept| c``
+        (``design.weighted_sum``): no gradient is formed.
+
+        Privacy: the sensitivity ``8 r / (3n)`` of :func:`truncated_mean` needs
+        every kept ``g_i`` within ``r`` of ``c``. The identity cancels when ``g_i``
+        is near ``c`` or ``||g_i|| ~ ||c||``, so the computed ``d2`` is trusted
+        only up to a bound on its rounding error, ``E_i = 4 (p + 10) 2^-53
+        (||u_i|| ||x~_i|| + ||c||)^2``: twice the sum of the products' standard
+        bounds (Higham 2002, Sec. 3.1): ``X~_i c`` (BLAS, ``d + 1`` terms) within
+        ``(d + 2) 2^-53 ||x~_i|| ||c||``, the scaled row norm
+        (:func:`~skdpsco._solvers._design.row_l2_norms`) within ``(d/2 + 5)
+        2^-53`` relatively, ``||u_i||`` and ``||c||^2`` within ``K + 2`` and ``p``
+        units, and the two additions. A row is kept iff ``d2 <= r^2 (1 +
+        kappa)`` (:func:`_ball_widening`, ``kappa ~ 1e-13`` at the defaults):
+        every row in the ball is kept (as by the chunked test, ties on the
+        sphere included), and every kept row has ``||g_i - c||^2 <= d2 + E_i``,
+        hence ``||g_i - c|| <= r sqrt(1 + 4 kappa)`` in exact arithmetic for
+        ``kappa <= 1/4``; :meth:`calibrate` computes the sensitivity with that
+        radius. A prediction the design clipped at ``1e300`` is not a product:
+        its row is dropped. Rows with a non-finite or overflowing distance (NaN,
+        +-inf) fail the comparison and are dropped, as in :func:`truncated_mean`.
+        """
+        rows = self._rows("Z")
+        A = design.predict(centre.reshape(self.shape_))
+        # Silent for finite rows; a non-finite row (outside LinearDesign's
+        # contract, see _mean_query) must not warn either.
+        with np.errstate(all="ignore"):
+            norms = design.row_norms()
+        if rows is not None:
+            index = np.flatnonzero(rows)
+            U, A, norms = U[index], A[index], norms[index]
+        cc = float(centre @ centre)
+        limit = (self.radius_ * self.radius_) * (1.0 + self.widening_)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            if U.ndim == 1:
+                T = np.abs(U)
+                cross = U * A
+                zero = U == 0.0
+                exact = np.abs(A) < _PREDICTION_CLIP
+            else:
+                T = np.sqrt(np.einsum("ik,ik->i", U, U))
+                cross = np.einsum("ik,ik->i", U, A)
+                zero = ~np.any(U != 0.0, axis=1)
+                exact = np.all(np.abs(A) < _PREDICTION_CLIP, axis=1)
+            T *= norms
+            # u = 0: g = 0 whatever the row (an overflowing row norm times 0
+            # would be NaN).
+            T[zero] = 0.0
+            d2 = np.multiply(T, T, out=T)
+            cross *= 2.0
+            d2 -= cross
+            d2 += cc
+            keep = d2 <= limit
+        exact |= zero
+        keep &= exact
+        kept_rows = np.flatnonzero(keep)
+        if rows is not None:
+            kept_rows = index[kept_rows]
+        coeff = np.zeros(U.shape[:0] + (self.n_samples_,) + U.shape[1:])
+        coeff[kept_rows] = U[keep]
+        with np.errstate(invalid="ignore"):  # 0 * inf: see _mean_query
+            total = design.weighted_sum(coeff).reshape(-1) - kept_rows.size * centre
+        return total, kept_rows.size
 
     def estimate(self, design, U, rng):
         """Noisy truncated mean of the per-sample gradients ``u_i (outer) x~_i``.
@@ -855,15 +1152,25 @@ class AxisTruncatedMeanOracle(TruncatedMeanOracle):
         self.radius_ = min(self.truncation_ * self.gradient_scale, _FLOAT_MAX)
         return self
 
+    def _ball_widening(self):
+        # Coordinate-wise truncation needs every entry: the box test is exact.
+        return None
+
     def _mean_query(self, design, U, centre):
         halfwidth, p = self.radius_, self.dim_
+        box = _box_thresholds(centre, halfwidth)
 
         def partial(G, rows):
-            total, kept = _axis_truncated_sum(
-                G.reshape(G.shape[0], -1), centre, halfwidth, self._half(rows, "Z")
-            )
+            G = G.reshape(G.shape[0], -1)
+            if box is None:
+                total, kept = _axis_truncated_sum(G, centre, halfwidth)
+            else:
+                total, kept = _box_sum(G, *box)
+                # Sum of the kept g_j - c_j: the kept g_j are within halfwidth
+                # of c_j exactly (_box_thresholds).
+                total = total - kept * centre
             return np.concatenate([total, kept])
 
-        out = design.gradient_chunk_sum(U, partial)
+        out = design.gradient_chunk_sum(U, partial, rows=self._rows("Z"))
         total, kept = out[:p], out[p:]
         return centre + total / np.maximum(kept, 0.75 * self.n_)

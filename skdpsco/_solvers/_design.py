@@ -224,6 +224,18 @@ _SPARSE_CHUNK_NNZ = 2**18
 _Z_MAX = 1e300
 
 
+def _rows_of(X, rows, out=None):
+    """Dense rows ``rows`` (a slice: a view where ``X`` is dense; an index array:
+    gathered into the head of ``out`` if given) of a dense or sparse ``X``."""
+    if sp.issparse(X):
+        return X[rows].toarray()
+    if isinstance(rows, slice) or out is None:
+        return np.asarray(X[rows])
+    # A row gather into a reused contiguous buffer (fancy indexing would copy
+    # into a fresh temporary).
+    return np.take(X, rows, axis=0, out=out[: len(rows)], mode="clip")
+
+
 def _finite_predictions(Z):
     """Predictions clipped to ``[-1e300, 1e300]``, NaN (``inf - inf``) to 0: a
     fixed map of each value, the same work whatever the values."""
@@ -248,6 +260,10 @@ class LinearDesign:
         ``intercept_scaling``): the intercept is ``a`` times its coefficient, and
         a row's norms include ``a``.
     """
+
+    #: Whether :meth:`predict` is ``X~ W`` to the rounding of a dot product of the
+    #: rows as the fit sees them (``(dim + 1) 2^-53 ||x~|| ||W||``).
+    predictions_exact = True
 
     def __init__(
         self, X, fit_intercept, chunk_rows=DEFAULT_CHUNK_ROWS, intercept_column=1.0
@@ -309,11 +325,10 @@ class LinearDesign:
         return self.X
 
     def block(self, rows, out=None):
-        """The dense rows ``rows`` (a slice) of ``X`` as the fit sees them
-        (without the intercept column); ``out``, if given, a buffer of at least
-        as many rows that the result may be written into."""
-        block = self.X[rows]
-        return block.toarray() if sp.issparse(block) else np.asarray(block)
+        """The dense rows ``rows`` (a slice or an index array) of ``X`` as the fit
+        sees them (without the intercept column); ``out``, if given, a buffer of
+        at least as many rows that the result may be written into."""
+        return _rows_of(self.X, rows, out)
 
     def predict(self, W):
         """Linear predictions ``X~ W``: shape (n,) for W (dim,), (n, K) for W (dim, K).
@@ -443,15 +458,16 @@ class LinearDesign:
             head = self.X.T @ C
         return self._assemble(head, C.sum(axis=0))
 
-    def gradient_chunk_sum(self, U, func):
+    def gradient_chunk_sum(self, U, func, rows=None):
         """``sum over row chunks of func(G_chunk, rows)`` for the per-sample gradients.
 
         ``G_chunk`` is the dense block of per-sample gradients ``u_i (outer) x~_i`` of
-        the rows in the slice ``rows``: shape ``(rows, dim)`` for ``U`` of shape
-        ``(n,)``, ``(rows, dim, K)`` for ``U`` of shape ``(n, K)``. Chunks hold at
-        most ``DEFAULT_CHUNK_ENTRIES`` entries, so memory stays bounded whatever
-        ``n``. ``func`` must return an array (or scalar) of a fixed shape; the
-        results are summed.
+        the rows ``rows`` of the chunk (a slice, or an index array when ``rows`` is
+        given): shape ``(rows, dim)`` for ``U`` of shape ``(n,)``, ``(rows, dim, K)``
+        for ``U`` of shape ``(n, K)``. Chunks hold at most ``FUSED_CHUNK_ENTRIES``
+        entries, so memory stays bounded whatever ``n``, and are written into one
+        reused buffer: ``func`` must not keep ``G_chunk`` after it returns. It
+        returns an array (or scalar) of a fixed shape; the results are summed.
 
         Parameters
         ----------
@@ -459,35 +475,45 @@ class LinearDesign:
             Per-sample derivatives of the loss with respect to the prediction.
         func : callable
             ``func(G_chunk, rows) -> ndarray``.
+        rows : ndarray of bool of shape (n,), optional
+            Build the gradients of these rows only (e.g. one half of a sample
+            split), in increasing order; ``func`` then gets their indices.
         """
         U = np.asarray(U, dtype=float)
         outputs = U.shape[1:]
         width = self.dim * (U.shape[1] if U.ndim == 2 else 1)
         step = max(1, min(self.chunk_rows, FUSED_CHUNK_ENTRIES // max(width, 1)))
-        step = min(step, max(self.n_samples, 1))
-        # One buffer for the chunk's gradients (and one for a standardised
-        # block), written once per chunk: fresh megabyte-sized temporaries cost
-        # more than the arithmetic.
-        gradients = np.empty((step, self.dim) + outputs)
-        rows_buffer = None if sp.issparse(self.X) else np.empty((step, self.n_features))
+        if rows is None:
+            chunks = (
+                slice(start, min(start + step, self.n_samples))
+                for start in range(0, self.n_samples, step)
+            )
+        else:
+            index = np.flatnonzero(np.asarray(rows, dtype=bool))
+            chunks = (
+                index[start : start + step] for start in range(0, index.size, step)
+            )
+        # One buffer for the chunk's gradients (and one for its rows, gathered or
+        # standardised), written once per chunk: fresh megabyte-sized temporaries
+        # cost more than the arithmetic.
+        size = min(step, max(self.n_samples, 1))
+        gradients = np.empty((size, self.dim) + outputs)
+        rows_buffer = None if sp.issparse(self.X) else np.empty((size, self.n_features))
         total = None
-        for start in range(0, self.n_samples, step):
-            rows = slice(start, min(start + step, self.n_samples))
-            block = self.block(rows, out=rows_buffer)
+        for chunk in chunks:
+            block = self.block(chunk, out=rows_buffer)
             G = gradients[: block.shape[0]]
-            u = U[rows]
+            u = U[chunk]
             with np.errstate(over="ignore", under="ignore", invalid="ignore"):
                 if U.ndim == 1:
                     np.multiply(u[:, None], block, out=G[:, : self.n_features])
-                    if self.fit_intercept:
-                        G[:, self.n_features] = u * self.intercept_column
                 else:
                     np.multiply(
                         block[:, :, None], u[:, None, :], out=G[:, : self.n_features]
                     )
-                    if self.fit_intercept:
-                        G[:, self.n_features] = u * self.intercept_column
-            part = func(G, rows)
+                if self.fit_intercept:
+                    np.multiply(u, self.intercept_column, out=G[:, self.n_features])
+            part = func(G, chunk)
             if total is None:
                 # The buffer is rewritten for the next chunk: keep a copy.
                 total = np.array(part, dtype=float, copy=True)
@@ -525,6 +551,11 @@ class StandardisedDesign(LinearDesign):
     intercept_column : float, default=1.0
     """
 
+    #: Predictions fold the centring in: each is a fixed function of its row and
+    #: public values, but may round by ``2^-53 |c . w V|`` more than a dot product
+    #: of the standardised row.
+    predictions_exact = False
+
     def __init__(
         self,
         X,
@@ -554,9 +585,13 @@ class StandardisedDesign(LinearDesign):
         # an unused column (weight 0) is 0, a value past the float range the
         # largest float.
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-            chunk = self.X[rows]
-            Z = None if out is None else out[: chunk.shape[0]]
-            Z = np.subtract(chunk, self.center, out=Z, dtype=float)
+            if isinstance(rows, slice) or out is None:
+                chunk = self.X[rows]
+                Z = None if out is None else out[: chunk.shape[0]]
+                Z = np.subtract(chunk, self.center, out=Z, dtype=float)
+            else:
+                Z = _rows_of(self.X, rows, out)
+                Z -= self.center
             Z *= self.weight
         Z[:, ~self._used] = 0.0
         return np.clip(Z, -_FMAX, _FMAX, out=Z)

@@ -842,22 +842,28 @@ def test_column_counter_counts_every_column(rows):
     )
 
 
-def test_box_thresholds_are_exact_in_rational_arithmetic():
-    # lo_j is the smallest float v with v - c_j >= -h, hi_j the largest with
-    # v - c_j <= h, in exact arithmetic (not after rounding v - c_j).
-    from fractions import Fraction
-
-    centres = np.array([10.0, -30.0, 0.1, 1e-17, 2.0**53 + 2.0, -7.3e5, 0.0, 1e16])
-    for h in (60.0, 0.3, 1e-9, 7.123456789e3):
-        lo, hi = tm._box_thresholds(centres, h)
-        H = Fraction(h)
-        for c, a, b in zip(centres, lo, hi, strict=True):
-            C = Fraction(float(c))
-            assert Fraction(float(a)) - C >= -H
-            assert Fraction(float(np.nextafter(a, -np.inf))) - C < -H
-            assert Fraction(float(b)) - C <= H
-            assert Fraction(float(np.nextafter(b, np.inf))) - C > H
-    assert tm._box_thresholds(np.zeros(3), 1.7e308) is None
+def test_axis_clipped_sum_equals_the_masked_sum():
+    # The clip-and-correct sum keeps the entries with |fl(g - c)| <= h, like the
+    # masked one: entries exactly at c +- h, the floats next to them, +-inf,
+    # 1e308 (g - c overflows) and subnormals; sums equal up to rounding, counts
+    # exactly. 1031 rows: blocks of 8-row words and a remainder.
+    rng = np.random.default_rng(43)
+    p, h = 6, 60.0
+    c = np.array([10.0, -10.0, 30.0, -30.0, 0.1, 1e-300])
+    special = np.concatenate(
+        [c + h, c - h, np.nextafter(c + h, np.inf), np.nextafter(c - h, -np.inf)]
+    )
+    values = np.concatenate(
+        [special, [np.inf, -np.inf, 1e308, -1e308, 5e-324, 0.0, -0.0]]
+    )
+    G = rng.standard_t(1, size=(1031, p)) * 40.0
+    flat = G.reshape(-1)
+    flat[rng.choice(flat.size, values.size, replace=False)] = values
+    total, kept = tm._axis_clipped_sum(G, c, h)
+    ref_total, ref_kept = tm._axis_truncated_sum(G, c, h)
+    np.testing.assert_array_equal(kept, ref_kept)
+    np.testing.assert_allclose(total, ref_total, rtol=1e-12, atol=1e-9)
+    assert 0 < kept.min() and kept.max() < 1031
 
 
 def _ball_oracle(N, shape, tau, s=1.0):

@@ -212,6 +212,17 @@ def _plan_sample_aggregate(est, loss, l2_penalty, n_samples, shape, rho):
     return _SampleAggregatePlan(radius)
 
 
+#: Cap on the theorem's iteration count of the truncated-mean algorithms when
+#: ``max_iter`` is None. The axis variant's ``T = sqrt(rho) n R~^2 / p^1.5``
+#: (Appendix B) reaches it from n of about 2e4; capping it lower was measured
+#: and lost: on the heavy-tailed benchmark (n = 1e5, d = 10, lognormal noise) the
+#: ridge excess risk at epsilon 0.5 / 1 was 0.153 / 0.045 with 1000 iterations,
+#: 0.217 / 0.066 with 400 and 0.197 / 0.066 with 200 (median of 3 seeds); on
+#: Student-t data (n = 2e4 and 1e5, d = 10 and 50) and breast cancer / diabetes
+#: no lower cap scored better beyond the seed-to-seed spread.
+_TRUNCATED_MAX_ITER = 1000
+_AXIS_TRUNCATED_MAX_ITER = 1000
+
 #: Radius of the l2 ball the truncated-mean algorithms project onto when ``radius``
 #: is None: their step size and iteration count need a bounded feasible set
 #: (Kamath, Liu & Zhang 2021, Assumption 1.2). Public; contains the solution of
@@ -233,7 +244,11 @@ def _truncated_schedule(est, loss, l2_penalty, n_samples, shape, rho, axis):
     common = dict(
         diameter=2.0 * radius,
         gradient_scale=est.gradient_scale,
-        max_iter=1000 if est.max_iter is None else est.max_iter,
+        max_iter=(
+            (_AXIS_TRUNCATED_MAX_ITER if axis else _TRUNCATED_MAX_ITER)
+            if est.max_iter is None
+            else est.max_iter
+        ),
         sample_split=est.sample_split,
     )
     if axis:
@@ -532,8 +547,9 @@ _SHARED_PARAMS_DOC = """
         1``, 30 at ``C = 3``), 20 for ``"catoni_gd"``, 10
         for ``"smooth_sensitivity_gd"`` (unused by ``"sample_aggregate"``); for
         the truncated-mean algorithms the theorem's iteration count, capped at
-        ``max_iter`` (1000 if None). For the ``*_sgd`` algorithms it is the number
-        of epochs (30 if None), as in :class:`~sklearn.linear_model.SGDRegressor`.
+        ``max_iter`` (1000 if None: fewer measured worse for both). For the
+        ``*_sgd`` algorithms it is the number of epochs (30 if None), as in
+        :class:`~sklearn.linear_model.SGDRegressor`.
     learning_rate : "auto" or float, default="auto"
         Step size. ``"auto"`` is ``1 / (2 * curvature_of_the_loss + penalty)``, a
         safe step for standardised features; for the AClipped algorithms it is

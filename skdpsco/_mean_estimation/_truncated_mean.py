@@ -710,6 +710,12 @@ class TruncatedMeanOracle(GradientMeanOracle):
     in_y_ : ndarray of bool of shape (N,) or None
         The data-independent split (``None`` until the first call, and with
         ``sample_split="budget"``).
+    widening_ : float or None
+        ``kappa``: the mean stage keeps the rows within ``r`` of ``c`` by
+        matrix-vector products, at the price of a sensitivity computed for the
+        radius ``r sqrt(1 + 4 kappa)`` (about ``1e-13`` relatively at the
+        defaults); ``None`` where it uses the gradient chunks (always for
+        :class:`AxisTruncatedMeanOracle`). Public.
 
     References
     ----------
@@ -1047,8 +1053,10 @@ class TruncatedMeanOracle(GradientMeanOracle):
     def estimate(self, design, U, rng):
         """Noisy truncated mean of the per-sample gradients ``u_i (outer) x~_i``.
 
-        Two passes over the row chunks of ``design`` (histograms on ``Y``, then the
-        truncated sum on ``Z``); no array larger than one chunk is formed.
+        The histograms read the gradient chunks of the rows of ``Y`` only; the
+        truncated sum reads those of ``Z`` (axis variant) or, for the ball, two
+        matrix-vector products (:meth:`_ball_sum_products`); no array larger
+        than one chunk is formed.
 
         Parameters
         ----------

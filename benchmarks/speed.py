@@ -194,7 +194,7 @@ def algorithms_table(n, d, families):
 def sparse_table(n, d):
     from sparse import make_one_hot
 
-    X, y, _ = make_one_hot(n, d, seed=0)
+    X, y = make_one_hot(n, d, seed=0)
     w, r = np.ones(d), np.ones(n)
     t_pass = float(np.median([_cpu(lambda: (X @ w, X.T @ r)) for _ in range(5)]))
     print(f"\n### Sparse default (CSR n = {n:,}, d = {d:,}, 20 non-zeros per row)\n")

@@ -201,3 +201,30 @@ def test_clipped_gd_plan_follows_the_public_noise_level():
     assert _clipped_gd_plan(_Est(1.0), 200_000, 51, 0.02) == (1.0, 100)
     # The testing mode (rho = inf): clip 3, 30 steps.
     assert _clipped_gd_plan(_Est(), 50, 3, np.inf) == (3.0, 30)
+
+
+def test_folded_rows_past_the_float_range_add_nothing():
+    """A standardised value past the float range is clipped in the block that gives
+    the row norm but not in the folded products: its row must add nothing, or a
+    record could move the clipped sum by ``w C`` instead of ``2 C``."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(0.0, 0.01, size=(2000, 3))
+    center, weight, C = np.zeros(3), np.full(3, 100.0), 1.0
+    y = rng.random(2000)
+    loss = get_loss("squared")
+    sums = []
+    for x in (0.0, 1e306, 1e307, np.finfo(float).max):
+        data = X.copy()
+        data[0] = [x, 0.0, 0.0]
+        design = StandardisedDesign(data, True, center, weight)
+        norms = design.row_norms()
+        with np.errstate(divide="ignore"):
+            caps = np.where(norms > 0, C / norms, np.inf)
+
+        def coef(Z, rows, caps=caps):
+            return np.clip(loss.derivative(Z, y[rows]), -caps[rows], caps[rows])
+
+        sums.append(design.fused_weighted_sum(np.zeros(design.dim), coef))
+    for other in sums[1:]:
+        assert np.linalg.norm(other - sums[0]) <= 2 * C * (1 + 1e-9)
+    assert np.isinf(StandardisedDesign(data, True, center, weight).row_norms()[0])

@@ -602,6 +602,16 @@ class StandardisedDesign(LinearDesign):
     def matrix(self):
         return self.block(slice(None))
 
+    def _block_norms(self, rows, buffers=None):
+        norms = super()._block_norms(rows, buffers)
+        # A standardised value past the float range is clipped in the block but
+        # not in the folded products, which read the raw row: a coefficient
+        # capped by the clipped row's norm would let w_j x_ij through unbounded.
+        # Such rows (norm at or past the largest float) get norm inf, hence a
+        # clipped coefficient of 0: a fixed map of the row, and the gradient sum
+        # keeps its sensitivity.
+        return np.where(norms >= _FMAX, np.inf, norms)
+
     def weighted_sum(self, C):
         # Arbitrary coefficients: summed over standardised chunks (no fold).
         C = np.asarray(C, dtype=float)

@@ -972,7 +972,7 @@ def linear_histogram(X, low, high, bins=None):
             np.floor(pos, out=pos)
         # NaN (0 / 0) below the window; +-inf to the outer bins.
         np.copyto(pos, -1.0, where=pos != pos)
-        np.minimum(np.maximum(pos, -1.0, out=pos), bins, out=pos)
+        np.clip(pos, -1.0, bins, out=pos)
         np.add(pos, 1.0, out=pos)
         idx[...] = pos
         idx += offsets
@@ -1147,7 +1147,7 @@ def window_moments(X, mid, half):
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             Z -= mid
             Z /= half
-        np.minimum(np.maximum(Z, -1.0, out=Z), 1.0, out=Z)
+        np.clip(Z, -1.0, 1.0, out=Z)
         m += Z.sum(axis=0)
         s += np.einsum("ij,ij->j", Z, Z)
     return m / n, s / n

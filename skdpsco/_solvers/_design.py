@@ -240,9 +240,7 @@ def _finite_predictions(Z):
     """Predictions clipped to ``[-1e300, 1e300]``, NaN (``inf - inf``) to 0: a
     fixed map of each value, the same work whatever the values."""
     Z = np.where(Z == Z, Z, 0.0)
-    # np.minimum / np.maximum rather than np.clip: the same values, less
-    # overhead per row chunk.
-    return np.minimum(np.maximum(Z, -_Z_MAX, out=Z), _Z_MAX, out=Z)
+    return np.clip(Z, -_Z_MAX, _Z_MAX, out=Z)
 
 
 class LinearDesign:
@@ -569,6 +567,7 @@ class StandardisedDesign(LinearDesign):
         self.center = np.asarray(center, dtype=float)
         self.weight = np.asarray(weight, dtype=float)
         self._used = self.weight != 0
+        self._all_used = bool(np.all(self._used))
 
     def subset(self, rows):
         return StandardisedDesign(
@@ -593,7 +592,10 @@ class StandardisedDesign(LinearDesign):
                 Z = _rows_of(self.X, rows, out)
                 Z -= self.center
             Z *= self.weight
-        Z[:, ~self._used] = 0.0
+        if not self._all_used:
+            Z[:, ~self._used] = 0.0
+        # np.clip with scalar bounds: one fast pass (np.maximum / np.minimum with
+        # a scalar took three times as long).
         return np.clip(Z, -_FMAX, _FMAX, out=Z)
 
     def _l1_block(self, rows):

@@ -823,3 +823,23 @@ def test_many_columns_without_a_detectable_bulk_get_no_spurious_scale():
         )
         absurd += int(np.sum((result.scale < 1e-3) | (result.scale > 1e2)))
     assert absurd <= 3
+
+
+def test_histograms_read_a_public_subset_and_the_moments_every_record():
+    """Past scaling_rows records the locating histograms read a public subset;
+    the moments that give the centre and scale read all n (their sensitivity is
+    stated for n), so the released statistics keep the accuracy of n records."""
+    from skdpsco._column_scaling import scaling_rows
+
+    n = 3 * 2**14
+    rho = 0.5
+    assert scaling_rows(n, rho) < n
+    X = np.random.default_rng(1).normal(1000.0, 5.0, size=(n, 3))
+    out = private_column_scaling(X, np.random.default_rng(0), rho=rho)
+    assert np.all(out.located)
+    np.testing.assert_allclose(out.center, X.mean(axis=0), atol=0.05 * 5.0)
+    np.testing.assert_allclose(out.scale, X.std(axis=0), rtol=0.1)
+    moments = [r for r in out.records if "mean" in r.name or "moment" in r.name]
+    assert moments and all(
+        r.sensitivity <= 2.0 * np.sqrt(3) / n * (1 + 1e-12) for r in moments
+    )

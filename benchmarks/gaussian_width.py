@@ -40,13 +40,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from skdpsco._constraints import gaussian_width, project_l1_ball
+from skdpsco._design import LinearDesign
 from skdpsco._estimators._gaussian_width import (
     GaussianWidthDPClassifier,
     GaussianWidthDPRegressor,
 )
 from skdpsco._losses import get_loss
 from skdpsco._mean_estimation import ClippedMeanOracle
-from skdpsco._solvers import LinearDesign, noisy_gradient_descent
+from skdpsco._solvers import noisy_gradient_descent
 from skdpsco.privacy._accounting import gaussian_rho_budget
 
 ALGORITHMS = [

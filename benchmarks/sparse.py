@@ -30,10 +30,11 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.linear_model import Ridge, SGDRegressor
 
+from skdpsco._design import LinearDesign
 from skdpsco._estimators._sparse_gradient import SparseGradientDPRegressor
 from skdpsco._losses import get_loss
 from skdpsco._mean_estimation import ClippedMeanOracle
-from skdpsco._solvers import LinearDesign, noisy_gradient_descent
+from skdpsco._solvers import noisy_gradient_descent
 from skdpsco.privacy._accounting import gaussian_rho_budget
 
 N_FIELDS = 20

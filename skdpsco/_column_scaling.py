@@ -81,7 +81,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import ndtr, ndtri
 
-from ._solvers._design import LinearDesign
+from ._design import LinearDesign
 from .privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from .utils._sparse import fresh_view
 

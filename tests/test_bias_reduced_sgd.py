@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
+from skdpsco._design import LinearDesign
 from skdpsco._losses import HuberLoss, MultinomialLoss
 from skdpsco._mean_estimation._sparse_mean import l1_recovery_mean, projection_mean
 from skdpsco._solvers._bias_reduced_sgd import (
@@ -19,10 +20,9 @@ from skdpsco._solvers._bias_reduced_sgd import (
     tgeom_max_level,
     tgeom_pmf,
 )
-from skdpsco._solvers._design import LinearDesign
 from skdpsco.privacy._accounting import account_records
-from skdpsco.privacy._ledger import MechanismRecord
 from skdpsco.privacy._params import _non_private_testing_mode
+from skdpsco.privacy._records import MechanismRecord
 
 # ---------------------------------------------------------------- TGeom(M)
 

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from skdpsco._design import LinearDesign
 from skdpsco._losses import HuberLoss
 from skdpsco._solvers._boosting import (
     boosted_bias_reduced_sgd,
     clipped_loss_score,
     gradient_norm_score,
 )
-from skdpsco._solvers._design import LinearDesign
 from skdpsco.privacy._accounting import account_records
 from skdpsco.privacy._params import _non_private_testing_mode
 

@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from scipy import integrate, stats
 from scipy.special import ndtr
 
+from skdpsco._design import LinearDesign
 from skdpsco._mean_estimation._catoni import (
     CAP,
     CatoniMeanOracle,
@@ -22,7 +23,6 @@ from skdpsco._mean_estimation._catoni import (
     _catoni_correction,
     catoni_psi,
 )
-from skdpsco._solvers import LinearDesign
 from skdpsco.privacy import PrivacySpent, approx_dp_to_zcdp
 
 BETA_REF = 2.0 * math.log(100.0)

@@ -24,13 +24,13 @@ import pytest
 import skdpsco._solvers._objective_perturbation as objp
 import skdpsco._solvers._output_perturbation as op
 from skdpsco._constraints import L2Ball, project_l2_ball
+from skdpsco._design import LinearDesign
 from skdpsco._estimators._gaussian_width import GaussianWidthDPRegressor
 from skdpsco._estimators._sparse_gradient import (
     INTERCEPT_COLUMN_RATIO,
     SparseGradientDPRegressor,
 )
 from skdpsco._losses import get_loss
-from skdpsco._solvers import LinearDesign
 from skdpsco._solvers._certified import certified_minimize, certified_minimize_fixed
 from skdpsco._solvers._output_perturbation import (
     certificate_floor,

@@ -5,9 +5,9 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
+from skdpsco._design import LinearDesign
 from skdpsco._mean_estimation import ClippedMeanOracle
 from skdpsco._mean_estimation._clipped import clip_coefficients
-from skdpsco._solvers import LinearDesign
 
 RNG = np.random.default_rng(0)
 

@@ -708,7 +708,7 @@ def test_design_row_norms_of_subnormal_sparse_rows_raise_no_warning():
     # LinearDesign formed 1 / max|x_i| per row: it overflows (a warning on one
     # neighbour only) for a row whose largest entry is subnormal. It now shares
     # the scaling's overflow-free row norms.
-    from skdpsco._solvers._design import LinearDesign, row_l2_norms
+    from skdpsco._design import LinearDesign, row_l2_norms
 
     X = sp.csr_matrix(np.array([[TINY, 0.0, TINY], [1.0, 2.0, 2.0], [HUGE, HUGE, 0]]))
     with warnings.catch_warnings():

@@ -11,16 +11,16 @@ import pytest
 import scipy.sparse as sp
 
 from skdpsco._column_scaling import ColumnScaling, scaling_rows
-from skdpsco._estimators._heavy_tailed import _clipped_gd_plan
-from skdpsco._losses import get_loss
-from skdpsco._mean_estimation import ClippedMeanOracle
-from skdpsco._solvers._design import (
+from skdpsco._design import (
     LinearDesign,
     StandardisedDesign,
     dense_row_l2_norms,
     fold_is_accurate,
     standardised_design,
 )
+from skdpsco._estimators._heavy_tailed import _clipped_gd_plan
+from skdpsco._losses import get_loss
+from skdpsco._mean_estimation import ClippedMeanOracle
 
 RNG = np.random.default_rng(7)
 

@@ -9,9 +9,9 @@ import pytest
 from scipy import optimize, special
 
 from skdpsco._constraints import L1Ball
+from skdpsco._design import LinearDesign, row_lr_norms
 from skdpsco._losses import get_loss
 from skdpsco._solvers import _mirror_descent as md
-from skdpsco._solvers._design import LinearDesign, row_lr_norms
 from skdpsco.privacy import approx_dp_to_gdp, calibrate_analytic_gaussian
 from skdpsco.privacy._ledger import PrivacySpent
 from skdpsco.privacy._mechanisms import GaussianMechanism

@@ -19,9 +19,9 @@ from sklearn.base import BaseEstimator, is_classifier
 
 import skdpsco
 from skdpsco._constraints import L2Ball
+from skdpsco._design import LinearDesign, row_clip_scales, row_lr_norms
 from skdpsco._losses import get_loss
 from skdpsco._solvers import _mirror_descent as md
-from skdpsco._solvers._design import LinearDesign, row_clip_scales, row_lr_norms
 from skdpsco.preprocessing import DPRobustScaler, DPStandardScaler
 
 FMAX = np.finfo(np.float64).max

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from skdpsco._constraints import L1Ball, L2Ball, project_l2_ball
+from skdpsco._design import LinearDesign
 from skdpsco._losses import get_loss
 from skdpsco._solvers import _objective_perturbation as objp
 from skdpsco._solvers._certified import certified_minimize, certified_minimize_fixed
-from skdpsco._solvers._design import LinearDesign
 from skdpsco.exceptions import CertificationError
 from skdpsco.privacy._ledger import PrivacySpent
 

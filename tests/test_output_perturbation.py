@@ -13,13 +13,13 @@ import pytest
 import scipy.sparse as sp
 from scipy import optimize, stats
 
+from skdpsco._design import LinearDesign
 from skdpsco._estimators._sparse_gradient import (
     INTERCEPT_COLUMN_RATIO,
     SparseGradientDPClassifier,
     SparseGradientDPRegressor,
 )
 from skdpsco._losses import get_loss
-from skdpsco._solvers import LinearDesign
 from skdpsco._solvers._output_perturbation import (
     auto_l2_penalty,
     certified_erm,

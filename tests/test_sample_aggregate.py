@@ -19,8 +19,8 @@ import scipy.sparse as sp
 from scipy import stats
 from sklearn.linear_model import LogisticRegression, Ridge
 
-from skdpsco._solvers import SolverResult
 from skdpsco._solvers import _sample_aggregate as sa
+from skdpsco._solvers._result import SolverResult
 from skdpsco._solvers._sample_aggregate import (
     MAX_N_SUBSETS,
     centre_of_attention,

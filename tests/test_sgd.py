@@ -7,8 +7,8 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.preprocessing import StandardScaler
 
 from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
+from skdpsco._design import LinearDesign
 from skdpsco._mean_estimation import AveragedClipBatchOracle, PerExampleClipBatchOracle
-from skdpsco._solvers import LinearDesign
 from skdpsco._solvers._sgd import poisson_batch
 from skdpsco.privacy import (
     noise_multiplier_for_rdp,

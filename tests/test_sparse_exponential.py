@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
+from skdpsco._design import LinearDesign
 from skdpsco._losses import HuberLoss
-from skdpsco._solvers._design import LinearDesign
 from skdpsco._solvers._sparse_exponential import (
     MAX_CANDIDATES,
     MAX_DIM,

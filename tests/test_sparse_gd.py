@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from skdpsco._design import LinearDesign
 from skdpsco._losses import HuberLoss, LogisticLoss, MultinomialLoss
 from skdpsco._mean_estimation import ClippedMeanOracle
 from skdpsco._mean_estimation._sparse_mean import (
     L1RecoveryMeanOracle,
     ProjectionMeanOracle,
 )
-from skdpsco._solvers import LinearDesign, noisy_gradient_descent
+from skdpsco._solvers import noisy_gradient_descent
 from skdpsco.privacy import PrivacySpent
 from skdpsco.privacy._accounting import gaussian_rho_budget
 

@@ -201,7 +201,7 @@ def test_a_stale_canonical_flag_does_not_let_duplicates_past_the_row_bound():
     # was read leaves True on a matrix with duplicates. The row map must still see
     # the summed values (10 copies of 1e6 in one column: a row norm of 1e7, which
     # the products with X see), not ten entries of 1e6 each.
-    from skdpsco._estimators._base import canonical_sparse
+    from skdpsco.utils._validation import canonical_sparse
 
     X, _ = _sparse_regression(n=50, d=20, nnz=10, seed=2)
     X.sort_indices()

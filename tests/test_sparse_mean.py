@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
+from skdpsco._design import LinearDesign
 from skdpsco._mean_estimation import _sparse_mean as sm
 from skdpsco._mean_estimation._sparse_mean import (
     MAX_MEASUREMENT_ENTRIES,
@@ -18,7 +19,6 @@ from skdpsco._mean_estimation._sparse_mean import (
     projection_mean,
     sparse_clip_coefficients,
 )
-from skdpsco._solvers import LinearDesign
 from skdpsco.privacy._accounting import calibrate_analytic_gaussian
 from skdpsco.privacy._params import _non_private_testing_mode
 

@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 import skdpsco._mean_estimation._trimmed_mean as tm
+from skdpsco._design import LinearDesign
 from skdpsco._mean_estimation._trimmed_mean import (
     SmoothSensitivityTrimmedMeanOracle,
     _accurate_sum,
@@ -23,7 +24,6 @@ from skdpsco._mean_estimation._trimmed_mean import (
     trimmed_mean,
     trimmed_mean_smooth_sensitivity,
 )
-from skdpsco._solvers import LinearDesign
 from skdpsco.privacy import (
     PrivacySpent,
     account_records,

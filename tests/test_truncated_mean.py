@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from skdpsco._design import LinearDesign
 from skdpsco._mean_estimation import _truncated_mean as tm
+from skdpsco._mean_estimation._schedules import (
+    axis_convex_schedule,
+    axis_strongly_convex_schedule,
+    convex_schedule,
+    histogram_failure_bound,
+    strongly_convex_schedule,
+)
 from skdpsco._mean_estimation._truncated_mean import (
     AxisTruncatedMeanOracle,
     BucketGrid,
@@ -22,14 +30,6 @@ from skdpsco._mean_estimation._truncated_mean import (
     private_range_centre,
     range_histogram_mechanism,
     truncated_mean,
-)
-from skdpsco._solvers import LinearDesign
-from skdpsco._solvers._schedules import (
-    axis_convex_schedule,
-    axis_strongly_convex_schedule,
-    convex_schedule,
-    histogram_failure_bound,
-    strongly_convex_schedule,
 )
 from skdpsco.privacy import account_records, approx_dp_to_zcdp, gdp_to_approx_dp
 

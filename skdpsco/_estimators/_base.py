@@ -7,10 +7,8 @@ subclass assemble its (loss, oracle, solver) and run it; compose what ran into
 attributes. Prediction is post-processing of the released parameters.
 """
 
-import copy
 import math
 import warnings
-from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,23 +26,23 @@ from .._column_scaling import (
 )
 from ..exceptions import PrivacyBudgetError
 from ..privacy._accounting import gaussian_rho_budget, gdp_to_approx_dp
-from ..privacy._discrete import SecureGenerator
-from ..privacy._ledger import MechanismRecord, PrivacySpent
+from ..privacy._discrete import make_generator
+from ..privacy._ledger import spent_within
 from ..privacy._params import (
     COMMON_FIT_CONSTRAINTS,
     PRIVACY_PARAMETER_CONSTRAINTS,
     PrivacyBudget,
     check_privacy_params,
 )
+from ..privacy._records import MechanismRecord
 from ..utils._compat import StrOptions, _fit_context, check_is_fitted, validate_data
-from ..utils._sparse import fresh_view
+from ..utils._validation import canonical_sparse, refuse_fit_params, refuse_sparse
 
 __all__ = [
     "DPClassifierMixin",
     "DPLinearModel",
     "DPRegressorMixin",
     "SCALING_PARAM_DOC",
-    "make_generator",
 ]
 
 SCALING_PARAM_DOC = """
@@ -66,36 +64,6 @@ SCALING_PARAM_DOC = """
         standardised with public constants). ``(center, scale)``: public arrays
         of shape ``(n_features,)`` (or scalars) used for the features; the target
         of a regressor is still scaled privately."""
-
-
-def make_generator(random_state):
-    """``numpy.random.Generator`` from a scikit-learn style ``random_state``.
-
-    ``None`` gives a :class:`~skdpsco.privacy._discrete.SecureGenerator`: the
-    privacy noise comes from the operating system's cryptographic source and the
-    other randomness from a stream seeded with fresh OS entropy (the right choice
-    in production: a fixed seed makes the noise reproducible by anyone who knows
-    it); an int gives bit-for-bit
-    reproducible fits; a ``RandomState`` seeds a Generator from (a copy of) its
-    stream; a ``Generator`` is copied. Neither is advanced: whoever holds one (or
-    the fitted estimator's ``random_state``) can regenerate the noise, so they
-    are for tests only.
-    """
-    # A Generator or RandomState passed in is copied, never advanced: the fitted
-    # estimator (and its pickle) must not hold the generator's post-fit state,
-    # from which the noise could be regenerated (it still holds the pre-fit
-    # state, which is why such a random_state is for tests only).
-    if isinstance(random_state, SecureGenerator) or random_state is None:
-        # Noise from the OS's cryptographic source (see SecureGenerator).
-        return SecureGenerator(np.random.PCG64())
-    if isinstance(random_state, np.random.Generator):
-        return copy.deepcopy(random_state)
-    if isinstance(random_state, Integral):
-        return np.random.default_rng(int(random_state))
-    if isinstance(random_state, np.random.RandomState):
-        seed = copy.deepcopy(random_state).randint(0, 2**31 - 1, size=4)
-        return np.random.default_rng(seed)
-    raise ValueError(f"Cannot make a Generator from random_state={random_state!r}.")
 
 
 class DPLinearModel(BaseEstimator):
@@ -217,13 +185,7 @@ class DPLinearModel(BaseEstimator):
                 f"epsilon={budget.epsilon:g}; scaling='none' (data already on a "
                 "public scale) leaves it all to the algorithm."
             ) from exc
-        spent = PrivacySpent.from_records([*records, *result.records], budget.delta)
-        if spent.epsilon > budget.epsilon:
-            raise PrivacyBudgetError(
-                f"{type(self).__name__}: the mechanisms that ran spend epsilon="
-                f"{spent.epsilon:.6g} > epsilon={budget.epsilon:.6g}; nothing is "
-                "released. This is a bug; please report it."
-            )
+        spent = spent_within([*records, *result.records], budget, type(self).__name__)
         self._store_scaling(scaling)
         coef = np.asarray(result.coef, dtype=float)
         if scaling is not None:
@@ -406,58 +368,6 @@ class DPLinearModel(BaseEstimator):
             reset=False,
         )
         return np.asarray(X @ self.coef_.T + self.intercept_)
-
-
-def canonical_sparse(X, name):
-    """Sparse ``X`` with duplicate entries summed, saturated to the float range: a
-    copy where ``X`` may hold duplicates, otherwise a new object over ``X``'s own
-    arrays (every stored value is finite, and nothing downstream writes into them)
-    whose format flag is computed afresh (:func:`~skdpsco.utils._sparse.fresh_view`).
-
-    A matrix's value at a position is the sum of its stored duplicates, so every
-    bound and statistic is computed on the summed values. Each stored entry is
-    finite (validated), so a sum can only overflow, never be NaN; it is clipped
-    to the largest float rather than refused: a refusal would raise on a dataset
-    holding such a record and not on its neighbour (one bit about the record).
-    Every mechanism bounds a record's influence whatever its values.
-    """
-    X = fresh_view(X)
-    if X.has_canonical_format:
-        return X
-    X = X.copy()
-    with np.errstate(over="ignore", invalid="ignore"):
-        X.sum_duplicates()
-    fmax = np.finfo(np.float64).max
-    np.clip(X.data, -fmax, fmax, out=X.data)
-    return X
-
-
-def refuse_fit_params(estimator, fit_params):
-    """A clear error for ``fit(..., sample_weight=...)`` and other fit parameters.
-
-    Per-record weights chosen by the caller change the sensitivity of every
-    mechanism (one heavy record moves the statistic by its weight), so the
-    estimators take none; :class:`~skdpsco.HeavyTailedDPLogistic` accepts
-    ``class_weight``, a public per-class table whose effect is accounted.
-    """
-    if fit_params:
-        raise TypeError(
-            f"{type(estimator).__name__}.fit() does not accept "
-            f"{', '.join(sorted(fit_params))}: per-record weights would change the "
-            "sensitivity of its privacy mechanisms, so they are not supported "
-            "(a classifier's public class_weight is, where available)."
-        )
-
-
-def refuse_sparse(estimator, X):
-    """A clear error for scipy.sparse input to an estimator that needs dense X."""
-    if not getattr(estimator, "_accept_sparse", False) and sp.issparse(X):
-        raise TypeError(
-            f"{type(estimator).__name__} does not support sparse input (densifying "
-            "it could exhaust memory). SparseGradientDPRegressor / "
-            "SparseGradientDPClassifier and the GaussianWidthDP estimators accept "
-            "scipy.sparse matrices as they are."
-        )
 
 
 class DPRegressorMixin(RegressorMixin):

@@ -14,8 +14,8 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._constraints import make_constraint
+from .._design import LinearDesign
 from .._losses import get_loss
-from .._solvers import LinearDesign
 from .._solvers._mirror_descent import (
     noisy_mirror_descent,
     phased_dp_sgd,

@@ -11,6 +11,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from .._design import LinearDesign, standardised_design
 from .._losses import get_loss
 from .._mean_estimation import (
     AveragedClipBatchOracle,
@@ -21,15 +22,14 @@ from .._mean_estimation import (
     SmoothSensitivityTrimmedMeanOracle,
     TruncatedMeanOracle,
 )
-from .._solvers import LinearDesign, noisy_gradient_descent, noisy_sgd
-from .._solvers._design import standardised_design
-from .._solvers._sample_aggregate import sample_and_aggregate
-from .._solvers._schedules import (
+from .._mean_estimation._schedules import (
     axis_convex_schedule,
     axis_strongly_convex_schedule,
     convex_schedule,
     strongly_convex_schedule,
 )
+from .._solvers import noisy_gradient_descent, noisy_sgd
+from .._solvers._sample_aggregate import sample_and_aggregate
 from ..privacy._params import PositiveFinite, PublicBound
 from ..utils._compat import Interval, StrOptions
 from ._base import (

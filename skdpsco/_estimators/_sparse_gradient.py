@@ -14,12 +14,13 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._column_scaling import ColumnScaling
+from .._design import LinearDesign
 from .._losses import get_loss
 from .._mean_estimation._sparse_mean import (
     L1RecoveryMeanOracle,
     ProjectionMeanOracle,
 )
-from .._solvers import LinearDesign, noisy_gradient_descent
+from .._solvers import noisy_gradient_descent
 from .._solvers._bias_reduced_sgd import bias_reduced_sgd
 from .._solvers._boosting import boosted_bias_reduced_sgd
 from .._solvers._output_perturbation import (

@@ -10,8 +10,8 @@ privacy (:func:`skdpsco.privacy.poisson_replace_one_epsilon`).
 
 import numpy as np
 
-from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import GaussianMechanism
+from ..privacy._records import MechanismRecord
 from ._clipped import clip_coefficients
 
 __all__ = ["AveragedClipBatchOracle", "PerExampleClipBatchOracle"]

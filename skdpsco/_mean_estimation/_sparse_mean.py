@@ -543,7 +543,7 @@ def _scaled_rows(G, t):
 
 def _clipped_measurement_sum(G, A, bound):
     """``sum_i clip_l2(A g_i, bound)`` over the rows of ``G``, in row chunks."""
-    from .._solvers._design import DEFAULT_CHUNK_ENTRIES
+    from .._design import DEFAULT_CHUNK_ENTRIES
 
     m = A.shape[0]
     step = max(1, DEFAULT_CHUNK_ENTRIES // max(m, 1))

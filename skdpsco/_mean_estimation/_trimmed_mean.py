@@ -43,8 +43,8 @@ from ..privacy._discrete import (
     GAUSSIAN_TV_PER_DRAW,
     discrete_gaussian_levels,
 )
-from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import GRID_SLACK, GaussianMechanism, grid_step
+from ..privacy._records import MechanismRecord
 from ._oracle import GradientMeanOracle
 
 __all__ = [
@@ -551,7 +551,7 @@ class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
     >>> import numpy as np
     >>> from skdpsco._mean_estimation._trimmed_mean import (
     ...     SmoothSensitivityTrimmedMeanOracle)
-    >>> from skdpsco._solvers import LinearDesign
+    >>> from skdpsco._design import LinearDesign
     >>> oracle = SmoothSensitivityTrimmedMeanOracle(trim_count=2)
     >>> oracle = oracle.calibrate(20, None, (2,), epsilon=0.5, delta=1e-6)
     >>> X = np.linspace(-1.0, 1.0, 20)[:, None]

@@ -29,8 +29,8 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import GaussianMechanism, sigma_for_zcdp
+from ..privacy._records import MechanismRecord
 from ._oracle import GradientMeanOracle
 
 __all__ = [
@@ -681,7 +681,7 @@ class TruncatedMeanOracle(GradientMeanOracle):
         paper's Definition 2.11 with ``gamma = s^k``; see the module docstring).
     truncation : "auto" or float, default="auto"
         ``tau`` (ball radius ``tau sqrt(p) s``). ``"auto"``: the caller supplies it
-        from :mod:`skdpsco._solvers._schedules` (the convex ``tau`` depends on the
+        from :mod:`skdpsco._mean_estimation._schedules` (the convex ``tau`` depends on the
         *total* budget, which the oracle does not see), either with
         :meth:`set_truncation` or ``calibrate(..., truncation=tau)``. ``inf`` (what
         the schedules give at ``rho = inf``) is accepted only in the non-private
@@ -729,7 +729,7 @@ class TruncatedMeanOracle(GradientMeanOracle):
     Examples
     --------
     >>> import numpy as np
-    >>> from skdpsco._solvers import LinearDesign
+    >>> from skdpsco._design import LinearDesign
     >>> oracle = TruncatedMeanOracle(truncation=60.0).calibrate(100_000, 2.669e-4, (10,))
     >>> round(oracle.mean_mechanism_.sigma, 3), round(oracle.histogram_mechanism_.sigma, 1)
     (0.438, 193.6)
@@ -791,7 +791,7 @@ class TruncatedMeanOracle(GradientMeanOracle):
         if self.truncation == "auto":
             raise ValueError(
                 "truncation='auto' needs tau from the solver schedule "
-                "(skdpsco._solvers._schedules): call set_truncation(tau) or "
+                "(skdpsco._mean_estimation._schedules): call set_truncation(tau) or "
                 "calibrate(..., truncation=tau)."
             )
         return self.truncation
@@ -996,7 +996,7 @@ class TruncatedMeanOracle(GradientMeanOracle):
         (||u_i|| ||x~_i|| + ||c||)^2``: twice the sum of the products' standard
         bounds (Higham 2002, Sec. 3.1): ``X~_i c`` (BLAS, ``d + 1`` terms) within
         ``(d + 2) 2^-53 ||x~_i|| ||c||``, the scaled row norm
-        (:func:`~skdpsco._solvers._design.row_l2_norms`) within ``(d/2 + 5)
+        (:func:`~skdpsco._design.row_l2_norms`) within ``(d/2 + 5)
         2^-53`` relatively, ``||u_i||`` and ``||c||^2`` within ``K + 2`` and ``p``
         units, and the two additions. A row is kept iff ``d2 <= r^2 (1 +
         kappa)`` (:func:`_ball_widening`, ``kappa ~ 1e-13`` at the defaults):

@@ -48,8 +48,8 @@ from .._mean_estimation._sparse_mean import (
 from ..privacy._accounting import account_records, calibrate_analytic_gaussian
 from ..privacy._discrete import _uniform_below, uniform_sample
 from ..privacy._filter import PrivacyFilter, step_cost
-from ..privacy._ledger import MechanismRecord
-from ._gradient_descent import SolverResult
+from ..privacy._records import MechanismRecord
+from ._result import SolverResult
 
 __all__ = [
     "bias_reduced_gradient",

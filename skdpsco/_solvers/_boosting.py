@@ -47,10 +47,10 @@ from .._mean_estimation._sparse_mean import (
 )
 from ..privacy._discrete import bernoulli
 from ..privacy._filter import boosting_budget, private_selection_cost
-from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import LaplaceMechanism
+from ..privacy._records import MechanismRecord
 from ._bias_reduced_sgd import bias_reduced_sgd
-from ._gradient_descent import SolverResult
+from ._result import SolverResult
 
 __all__ = ["boosted_bias_reduced_sgd", "clipped_loss_score", "gradient_norm_score"]
 

@@ -9,22 +9,12 @@ nothing here depends on the data except through the oracle, and the loop always 
 exactly ``max_iter`` iterations (no data-dependent stopping).
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .._constraints import project_l2_ball
+from ._result import SolverResult
 
-__all__ = ["SolverResult", "noisy_gradient_descent", "project_l2_ball"]
-
-
-@dataclass
-class SolverResult:
-    """Output of a private solver: the released parameters and what they cost."""
-
-    coef: np.ndarray
-    n_iter: int
-    records: list
+__all__ = ["noisy_gradient_descent", "project_l2_ball"]
 
 
 def noisy_gradient_descent(

@@ -34,13 +34,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .._design import row_clip_scales, row_lr_norms
 from ..privacy._accounting import approx_dp_to_gdp, calibrate_analytic_gaussian
 from ..privacy._discrete import uniform_permutation
-from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import GaussianMechanism
+from ..privacy._records import MechanismRecord
 from ..privacy._shuffling import shuffle_delta, shuffle_local_epsilon
-from ._design import row_clip_scales, row_lr_norms
-from ._gradient_descent import SolverResult
+from ._result import SolverResult
 
 __all__ = [
     "LpGeometry",
@@ -151,7 +151,7 @@ def _row_feature_norms(design, r):
 
     Reads the rows in chunks of the design's matrix (a per-row aggregate like
     :meth:`LinearDesign.row_norms`, for the l_r norm the l_p algorithms need),
-    with the overflow-free :func:`~skdpsco._solvers._design.row_lr_norms`: a norm
+    with the overflow-free :func:`~skdpsco._design.row_lr_norms`: a norm
     past the float range is ``inf``, and no record raises a floating-point warning.
     """
     out = np.empty(design.n_samples)
@@ -167,7 +167,7 @@ def _clip_scales(design, r, bound):
     makes the worst-case Lipschitz and smoothness constants hold for every possible
     record (Su, Zhao & Wang's bounded-feature assumption); it is a function of one
     row only. Overflow-free
-    (:func:`~skdpsco._solvers._design.row_clip_scales`): a row whose norm is past
+    (:func:`~skdpsco._design.row_clip_scales`): a row whose norm is past
     the float range is clipped like any other, not dropped, and a subnormal row
     raises no warning (a warning on one neighbour only would be a side channel).
     """

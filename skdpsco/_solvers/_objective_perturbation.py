@@ -59,16 +59,16 @@ from scipy import stats
 from .._constraints import Box, GroupL12Ball
 from ..privacy._accounting import calibrate_analytic_gaussian
 from ..privacy._discrete import COUPLING_SIGMA
-from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import (
     GRID_SLACK,
     GaussianMechanism,
     grid_gaussian_noise,
     grid_gaussian_sigma,
 )
+from ..privacy._records import MechanismRecord
 from ._certified import _ROUNDING_FACTOR, certified_minimize_fixed
-from ._gradient_descent import SolverResult
 from ._mirror_descent import _clip_scales, _predict, _weighted_sum
+from ._result import SolverResult
 
 __all__ = [
     "approximate_objective_perturbation",

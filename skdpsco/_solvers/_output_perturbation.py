@@ -44,7 +44,7 @@ from scipy.linalg import blas
 from ..privacy._accounting import gaussian_rho_budget
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ._certified import certified_minimize_fixed
-from ._gradient_descent import SolverResult
+from ._result import SolverResult
 
 __all__ = [
     "AUTO_PREDICTION_NOISE",

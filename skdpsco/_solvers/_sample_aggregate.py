@@ -129,14 +129,14 @@ from .._losses import get_loss
 from ..exceptions import PrivacyBudgetError
 from ..privacy._accounting import calibrate_analytic_gaussian, exact_split
 from ..privacy._discrete import GAUSSIAN_TV_PER_DRAW, _uniform_below, uniform_sample
-from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import (
     GRID_SLACK,
     GaussianMechanism,
     LaplaceMechanism,
     grid_step,
 )
-from ._gradient_descent import SolverResult
+from ..privacy._records import MechanismRecord
+from ._result import SolverResult
 
 __all__ = [
     "MAX_N_SUBSETS",

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..privacy._accounting import calibrate_poisson_noise_multiplier
 from ..privacy._discrete import poisson_batches, poisson_subsample
-from ._gradient_descent import SolverResult, project_l2_ball
+from ._gradient_descent import project_l2_ball
+from ._result import SolverResult
 
 __all__ = ["noisy_sgd", "poisson_batch"]
 

@@ -38,9 +38,9 @@ import math
 
 import numpy as np
 
-from ..privacy._ledger import MechanismRecord
 from ..privacy._mechanisms import exponential_mechanism
-from ._gradient_descent import SolverResult
+from ..privacy._records import MechanismRecord
+from ._result import SolverResult
 
 __all__ = [
     "MAX_CANDIDATES",

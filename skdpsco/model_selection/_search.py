@@ -27,17 +27,17 @@ from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_array, column_or_1d, get_tags
 from sklearn.utils.metaestimators import available_if
 
-from .._estimators._base import make_generator
 from ..exceptions import PrivacyBudgetError
 from ..privacy._accounting import gdp_to_approx_dp
-from ..privacy._discrete import _uniform_below
-from ..privacy._ledger import MechanismRecord, PrivacySpent
+from ..privacy._discrete import _uniform_below, make_generator
+from ..privacy._ledger import PrivacySpent, gate_release
 from ..privacy._mechanisms import GaussianMechanism, truncated_negative_binomial
 from ..privacy._params import (
     PRIVACY_PARAMETER_CONSTRAINTS,
     PublicBound,
     check_privacy_params,
 )
+from ..privacy._records import MechanismRecord
 from ..privacy._selection import (
     calibrate_selection_rho,
     selection_epsilon,
@@ -789,12 +789,7 @@ default=None
         # The run is max(fit, score)-zCDP: a replaced record is in one part only.
         rho_q = max(rho_fit, score_mech.rho)
         spent_eps = selection_epsilon(rho_q, budget.delta, eta, gamma)
-        if spent_eps > budget.epsilon:
-            raise PrivacyBudgetError(
-                f"PrivateSearchCV: the runs spend epsilon={spent_eps:.6g} > "
-                f"epsilon={budget.epsilon:.6g}; nothing is released. This is a bug; "
-                "please report it."
-            )
+        gate_release(spent_eps, budget.epsilon, "PrivateSearchCV")
         how = "geometric" if eta == 1 else f"truncated negative binomial eta={eta:g}"
         record = MechanismRecord(
             f"private selection, best of K runs ({how}, E[K]="

@@ -22,13 +22,12 @@ from .._column_scaling import (
     private_column_scaling,
     window_moments,
 )
-from .._estimators._base import make_generator, refuse_fit_params, refuse_sparse
+from .._design import LinearDesign
 from .._mean_estimation import AxisTruncatedMeanOracle
 from .._mean_estimation._truncated_mean import default_gradient_bound
-from .._solvers import LinearDesign
-from ..exceptions import PrivacyBudgetError
 from ..privacy._accounting import gaussian_rho_budget
-from ..privacy._ledger import PrivacySpent
+from ..privacy._discrete import make_generator
+from ..privacy._ledger import PrivacySpent, spent_within
 from ..privacy._mechanisms import GaussianMechanism
 from ..privacy._params import (
     PRIVACY_PARAMETER_CONSTRAINTS,
@@ -36,6 +35,7 @@ from ..privacy._params import (
     check_privacy_params,
 )
 from ..utils._compat import StrOptions, _fit_context, check_is_fitted, validate_data
+from ..utils._validation import refuse_fit_params, refuse_sparse
 
 __all__ = [
     "MEAN_BUDGET_FRACTION",
@@ -165,14 +165,7 @@ class _DPScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return _fit_atomically(self, X)
 
     def _spent(self, records, budget):
-        spent = PrivacySpent.from_records(records, budget.delta)
-        if spent.epsilon > budget.epsilon:
-            raise PrivacyBudgetError(
-                f"{type(self).__name__}: the mechanisms that ran spend epsilon="
-                f"{spent.epsilon:.6g} > epsilon={budget.epsilon:.6g}; nothing is "
-                "released. This is a bug; please report it."
-            )
-        return spent
+        return spent_within(records, budget, type(self).__name__)
 
     def transform(self, X, copy=None):
         """Centre and scale ``X`` with the released statistics.

@@ -21,7 +21,7 @@ from ._accounting import (
     rdp_to_approx_dp,
     zcdp_to_approx_dp,
 )
-from ._ledger import MechanismRecord, PrivacySpent, total_privacy_spent
+from ._ledger import PrivacySpent
 from ._mechanisms import (
     GaussianMechanism,
     LaplaceMechanism,
@@ -30,6 +30,8 @@ from ._mechanisms import (
     sigma_for_zcdp,
 )
 from ._params import PRIVACY_PARAMETER_CONSTRAINTS, PrivacyBudget, check_privacy_params
+from ._records import MechanismRecord
+from ._workflow import total_privacy_spent
 
 __all__ = [
     "DEFAULT_RDP_ORDERS",

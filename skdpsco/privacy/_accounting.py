@@ -649,7 +649,7 @@ def calibrate_poisson_noise_multiplier(epsilon, delta, stages):
 
 @functools.lru_cache(maxsize=256)
 def _calibrate_poisson_cached(epsilon, delta, stages):
-    from ._ledger import MechanismRecord
+    from ._records import MechanismRecord
 
     def eps_of(z):
         recs = [

@@ -54,11 +54,13 @@ References
    algorithm for generating random numbers with a given distribution. IEEE TSE.
 """
 
+import copy
 import math
 import os
 from decimal import Context, Decimal, localcontext
 from fractions import Fraction
 from functools import lru_cache
+from numbers import Integral
 
 import numpy as np
 
@@ -71,6 +73,7 @@ __all__ = [
     "discrete_gaussian",
     "discrete_gaussian_levels",
     "discrete_laplace",
+    "make_generator",
     "poisson_batches",
     "poisson_subsample",
     "truncated_negative_binomial",
@@ -700,3 +703,33 @@ def bernoulli(rng, p):
     if p <= 0.0:
         return False
     return bool(_bernoulli_dyadic(rng, Fraction(p), 1)[0])
+
+
+def make_generator(random_state):
+    """``numpy.random.Generator`` from a scikit-learn style ``random_state``.
+
+    ``None`` gives a :class:`~skdpsco.privacy._discrete.SecureGenerator`: the
+    privacy noise comes from the operating system's cryptographic source and the
+    other randomness from a stream seeded with fresh OS entropy (the right choice
+    in production: a fixed seed makes the noise reproducible by anyone who knows
+    it); an int gives bit-for-bit
+    reproducible fits; a ``RandomState`` seeds a Generator from (a copy of) its
+    stream; a ``Generator`` is copied. Neither is advanced: whoever holds one (or
+    the fitted estimator's ``random_state``) can regenerate the noise, so they
+    are for tests only.
+    """
+    # A Generator or RandomState passed in is copied, never advanced: the fitted
+    # estimator (and its pickle) must not hold the generator's post-fit state,
+    # from which the noise could be regenerated (it still holds the pre-fit
+    # state, which is why such a random_state is for tests only).
+    if isinstance(random_state, SecureGenerator) or random_state is None:
+        # Noise from the OS's cryptographic source (see SecureGenerator).
+        return SecureGenerator(np.random.PCG64())
+    if isinstance(random_state, np.random.Generator):
+        return copy.deepcopy(random_state)
+    if isinstance(random_state, Integral):
+        return np.random.default_rng(int(random_state))
+    if isinstance(random_state, np.random.RandomState):
+        seed = copy.deepcopy(random_state).randint(0, 2**31 - 1, size=4)
+        return np.random.default_rng(seed)
+    raise ValueError(f"Cannot make a Generator from random_state={random_state!r}.")

@@ -32,8 +32,8 @@ from ._discrete import (
 from ._discrete import (
     truncated_negative_binomial as _exact_truncated_negative_binomial,
 )
-from ._ledger import MechanismRecord
 from ._params import _NON_PRIVATE
+from ._records import MechanismRecord
 
 #: Relative growth of the sensitivity from rounding to the grid, paid by noise
 #: larger by the same factor.

@@ -21,7 +21,7 @@ noise, ``sigma ~ tau sqrt(p) / (n sqrt(rho_mean))``). Work is in normalised unit
 import math
 from dataclasses import dataclass
 
-from .._mean_estimation._truncated_mean import (
+from ._truncated_mean import (
     MIN_TRUNCATION,
     BucketGrid,
     _check_count,

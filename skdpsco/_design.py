@@ -18,7 +18,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ..utils._sparse import fresh_view
+from .utils._sparse import fresh_view
 
 __all__ = [
     "LinearDesign",

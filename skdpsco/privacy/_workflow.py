@@ -1,0 +1,446 @@
+"""Budgets of whole workflows: what a Pipeline, a search or a cross-validation spent.
+
+:func:`total_privacy_spent` walks fitted scikit-learn objects (pipelines, column
+transformers, searches, ``cross_validate`` results), collects the
+:class:`~skdpsco.privacy._ledger.PrivacySpent` of every private step and composes
+them; a step that learns from the data without a budget is a leak it warns about.
+"""
+
+import math
+import warnings
+from collections.abc import Iterable
+
+from ..exceptions import PrivacyLeakWarning
+from ._ledger import PrivacySpent
+from ._records import MechanismRecord
+
+__all__ = ["total_privacy_spent"]
+
+
+_INDEX_SPLITTERS = frozenset(
+    {
+        "KFold",
+        "RepeatedKFold",
+        "ShuffleSplit",
+        "LeaveOneOut",
+        "LeavePOut",
+        "PredefinedSplit",
+        "TimeSeriesSplit",
+    }
+)
+
+
+def _is_skipped_step(step):
+    return step is None or isinstance(step, str)  # None, "passthrough", "drop"
+
+
+def _sub_estimators(obj, *, fitted):
+    """``[(name, estimator)]`` of a Pipeline / FeatureUnion / ColumnTransformer.
+
+    All of them fit every sub-estimator once on the same records (a
+    ColumnTransformer on some columns of the same rows). None for other objects.
+    """
+    steps = getattr(obj, "steps", None)
+    if steps is not None and not isinstance(obj, dict):
+        return [(name, step) for name, step in steps]
+    transformer_list = getattr(obj, "transformer_list", None)
+    if transformer_list is not None:
+        return [(name, step) for name, step in transformer_list]
+    if hasattr(obj, "transformers") and hasattr(obj, "remainder"):
+        if fitted:
+            if not hasattr(obj, "transformers_"):
+                raise TypeError(
+                    f"{type(obj).__name__} is not fitted: fit it before totalling "
+                    "its privacy spend."
+                )
+            return [(name, step) for name, step, _ in obj.transformers_]
+        subs = [(name, step) for name, step, _ in obj.transformers]
+        return subs + [("remainder", obj.remainder)]
+    return None
+
+
+def _learns_without_budget(step):
+    """A fitted step that learns from the data outside any DP mechanism.
+
+    Such a step (scikit-learn's ``StandardScaler``, ``PCA``, an encoder) stores
+    exact statistics of the records, released with the model, and makes every
+    transformed row depend on every record, which voids the guarantee of the DP
+    steps after it.
+    """
+    if _has_budget(step) or not hasattr(step, "fit"):
+        return False
+    if _encoder_with_public_categories(step):
+        return False
+    try:
+        from sklearn.utils import get_tags
+
+        return bool(get_tags(step).requires_fit)
+    except (TypeError, AttributeError, ValueError):
+        return True  # unknown: assume it learns (a warning, not a refusal)
+
+
+def _encoder_with_public_categories(step):
+    """A scikit-learn encoder whose fitted state is its given categories only.
+
+    ``OneHotEncoder`` / ``OrdinalEncoder`` with explicit ``categories`` and no
+    frequency-based grouping (``min_frequency``, ``max_categories``) learn nothing
+    from the records (``handle_unknown`` and ``drop`` act on the given categories).
+    """
+    try:
+        params = step.get_params(deep=False)
+    except (AttributeError, TypeError):
+        return False
+    return (
+        "categories" in params
+        and not (isinstance(params["categories"], str))
+        and params.get("min_frequency") is None
+        and params.get("max_categories") is None
+        and params.get("drop") in (None, "first", "if_binary")
+    )
+
+
+def _warn_learned_steps(names):
+    if names:
+        warnings.warn(
+            f"total_privacy_spent: step(s) {sorted(set(names))} are fitted on the "
+            "data without a privacy budget. If they learn statistics of the records "
+            "(means, components, categories), those are released exact, and they "
+            "change every transformed row when one record changes: the total does "
+            "not cover them, and the DP steps after them lose their guarantee. Use "
+            "skdpsco.preprocessing.DPStandardScaler or DPRobustScaler, public "
+            "constants (e.g. OneHotEncoder(categories=...)) or a stateless "
+            "transformer.",
+            PrivacyLeakWarning,
+            stacklevel=4,
+        )
+
+
+def _has_budget(obj):
+    """``epsilon`` and ``delta`` parameters: a DP estimator (fitted or not)."""
+    return hasattr(obj, "epsilon") and hasattr(obj, "delta")
+
+
+def _has_nested_budget(obj):
+    """A DP estimator hidden in the parameters of a meta-estimator."""
+    get_params = getattr(obj, "get_params", None)
+    if get_params is None:
+        return False
+    try:
+        params = get_params(deep=True)
+    except TypeError:  # an estimator class rather than an instance
+        return False
+    return any(
+        key.endswith("__epsilon") and key[: -len("epsilon")] + "delta" in params
+        for key in params
+    )
+
+
+def _is_search(obj):
+    return hasattr(obj, "estimator") and (
+        hasattr(obj, "param_grid") or hasattr(obj, "param_distributions")
+    )
+
+
+def _claimed_budgets(estimator, label):
+    """``[(label, epsilon, delta)]`` of every DP estimator in an unfitted config.
+
+    A skdpsco fit releases nothing when its mechanisms would spend more than its
+    ``epsilon`` (it raises), and spends its ``delta``: its parameters are a valid
+    upper bound on what it spent.
+    """
+    if _is_skipped_step(estimator):
+        return []
+    if _has_budget(estimator):
+        return [(label, float(estimator.epsilon), float(estimator.delta))]
+    subs = _sub_estimators(estimator, fitted=False)
+    if subs is not None:
+        return [
+            claim
+            for name, step in subs
+            for claim in _claimed_budgets(step, f"{label}/{name}")
+        ]
+    if _has_nested_budget(estimator):
+        raise TypeError(
+            f"{type(estimator).__name__} wraps a DP estimator in a way "
+            "total_privacy_spent cannot count (how many fits?); only Pipeline, "
+            "FeatureUnion and ColumnTransformer are recognised."
+        )
+    return []
+
+
+def _splitter_reads_data(search):
+    cv = search.cv
+    if cv is None or (isinstance(cv, int) and not isinstance(cv, bool)):
+        # scikit-learn stratifies the folds of a classifier by its labels.
+        from sklearn.base import is_classifier
+
+        return is_classifier(search.estimator)
+    if hasattr(cv, "split"):
+        return type(cv).__name__ not in _INDEX_SPLITTERS
+    return False  # explicit (train, test) index pairs, fixed by the user
+
+
+def _search_spent(search, out):
+    """Fold fits of every candidate (claimed budgets) and the refit (its record)."""
+    from sklearn.base import clone
+
+    if not hasattr(search, "cv_results_"):
+        raise TypeError(
+            f"{type(search).__name__} is not fitted: fit it before totalling its "
+            "privacy spend."
+        )
+    n_splits = int(search.n_splits_)
+    name = type(search).__name__
+    records = []
+    for i, params in enumerate(search.cv_results_["params"]):
+        candidate = clone(search.estimator).set_params(**params)
+        for label, epsilon, delta in _claimed_budgets(candidate, f"candidate {i}"):
+            records.append(
+                MechanismRecord(
+                    f"{name} {label}: {n_splits} fold fits at the claimed budget",
+                    "approx_dp",
+                    count=n_splits,
+                    epsilon=epsilon,
+                    delta=delta,
+                )
+            )
+    if records:
+        out.append(
+            PrivacySpent.from_records(
+                records, math.fsum(r.count * r.delta for r in records)
+            )
+        )
+    if getattr(search, "refit", False) and hasattr(search, "best_estimator_"):
+        _collect_spent(search.best_estimator_, out)
+    note = (
+        f"{name}: total_privacy_spent composes the {n_splits} fold fits of every "
+        "candidate and the refit, but best_params_, best_score_ and the scores in "
+        "cv_results_ are computed without noise on the private validation folds "
+        "and are not covered by any DP guarantee (use "
+        "skdpsco.model_selection.PrivateSearchCV for an end-to-end guarantee)."
+    )
+    if _splitter_reads_data(search):
+        note += (
+            " The cross-validation splitter also reads the data (stratified or "
+            "grouped folds): one changed label can move other records between "
+            "folds, which the per-fit composition does not cover; use KFold or "
+            "ShuffleSplit."
+        )
+    warnings.warn(note, PrivacyLeakWarning, stacklevel=4)
+
+
+def _cross_validate_spent(result, out):
+    if "estimator" not in result:
+        raise TypeError(
+            "a cross_validate result without fitted estimators: call "
+            "cross_validate(..., return_estimator=True)."
+        )
+    for estimator in result["estimator"]:
+        _collect_spent(estimator, out)
+    from sklearn.base import is_classifier
+
+    if any(is_classifier(est) for est in result["estimator"]):
+        warnings.warn(
+            "cross_validate result of a classifier: if its folds depended on the "
+            "labels (StratifiedKFold, scikit-learn's default for cv=int or None), "
+            "one changed label can move other records between folds, which the "
+            "per-fit composition does not cover. The result does not record the "
+            "splitter: with cv=KFold(...) or ShuffleSplit(...) the total is valid "
+            "and this warning can be filtered (message='cross_validate result of "
+            "a classifier').",
+            PrivacyLeakWarning,
+            stacklevel=4,
+        )
+    if any(key.startswith(("test_", "train_")) for key in result):
+        warnings.warn(
+            "cross_validate result: total_privacy_spent composes the fold fits "
+            "(their training sets overlap: sequential composition), but the scores "
+            "in the result are computed without noise on private records and are "
+            "not covered by any DP guarantee.",
+            PrivacyLeakWarning,
+            stacklevel=4,
+        )
+
+
+def _collect_spent(obj, out):
+    spent = getattr(obj, "privacy_spent_", None)
+    if isinstance(spent, PrivacySpent):
+        out.append(spent)
+        return
+    if isinstance(obj, PrivacySpent):
+        out.append(obj)
+        return
+    if _is_search(obj):
+        _search_spent(obj, out)
+        return
+    if isinstance(obj, dict):
+        _cross_validate_spent(obj, out)
+        return
+    subs = _sub_estimators(obj, fitted=True)
+    if subs is not None:  # every step saw the same records
+        learned = []
+        for _, step in subs:
+            if _is_skipped_step(step):
+                continue
+            if (
+                isinstance(getattr(step, "privacy_spent_", None), PrivacySpent)
+                or _sub_estimators(step, fitted=True) is not None
+                or _is_search(step)
+            ):
+                _collect_spent(step, out)
+            elif _has_budget(step):
+                # A DP estimator without a record has not been fitted: skipping it
+                # could understate the total.
+                raise TypeError(
+                    f"Pipeline step {type(step).__name__} has a privacy budget but "
+                    "no privacy_spent_: fit the Pipeline first."
+                )
+            elif _has_nested_budget(step):
+                raise TypeError(
+                    f"step {type(step).__name__} wraps a DP estimator in a way "
+                    "total_privacy_spent cannot count; only Pipeline, FeatureUnion, "
+                    "ColumnTransformer and search objects are recognised."
+                )
+            elif _learns_without_budget(step):
+                learned.append(type(step).__name__)
+            # Stateless steps spend no privacy and contribute nothing.
+        _warn_learned_steps(learned)
+        return
+    if isinstance(obj, Iterable) and not isinstance(obj, str | bytes):
+        for item in obj:
+            _collect_spent(item, out)
+        return
+    raise TypeError(
+        f"{type(obj).__name__} has no privacy_spent_: pass fitted skdpsco estimators, "
+        "Pipelines of them, fitted GridSearchCV / RandomizedSearchCV objects, "
+        "cross_validate(..., return_estimator=True) results, PrivacySpent records, "
+        "or lists of these."
+    )
+
+
+def _compose(spents, delta):
+    """Sequential composition of ``spents`` (same records) at ``delta``."""
+    delta_sum = math.fsum(s.delta for s in spents)
+    if delta is None:
+        delta = delta_sum
+    records = tuple(r for s in spents for r in s.mechanisms)
+    if delta > 0:
+        joint = PrivacySpent.from_records(records, delta)
+    else:
+        joint = None
+    basic_eps = math.fsum(s.epsilon for s in spents)
+    if delta >= delta_sum and (joint is None or basic_eps < joint.epsilon):
+        rho = None
+        if all(s.rho is not None for s in spents):
+            rho = math.fsum(s.rho for s in spents)
+        return PrivacySpent(
+            basic_eps, float(delta), rho, accountant="basic", mechanisms=records
+        )
+    if joint is None:
+        raise ValueError("delta=0 totals are only available by basic composition.")
+    return joint
+
+
+def _collect_nonempty(fitted):
+    spents = []
+    _collect_spent(fitted, spents)
+    if not spents:
+        raise ValueError("total_privacy_spent needs at least one fitted estimator.")
+    return spents
+
+
+def total_privacy_spent(fitted, delta=None, *, disjoint=False):
+    """Total privacy spent by fits on the same records (sequential composition).
+
+    Parameters
+    ----------
+    fitted : estimator, Pipeline, search, cross_validate result or list of these
+        What to total:
+
+        - a fitted skdpsco estimator (anything with a ``privacy_spent_`` record,
+          including ``skdpsco.model_selection.PrivateSearchCV``, whose record
+          already covers its whole search), or a PrivacySpent record;
+        - a fitted ``Pipeline`` (also ``FeatureUnion``, ``ColumnTransformer``):
+          every step that spent privacy; all steps saw the same records;
+        - a fitted ``GridSearchCV`` / ``RandomizedSearchCV`` (any scikit-learn
+          search with ``cv_results_`` and ``n_splits_``): every candidate of
+          ``cv_results_["params"]`` was fitted ``n_splits_`` times on overlapping
+          training folds, plus the refit of ``best_estimator_`` on all records.
+          The search keeps no fold model, so each fold fit is counted at the
+          ``(epsilon, delta)`` its candidate's parameters claim (a skdpsco fit
+          refuses to release more, so this is an upper bound; records of kind
+          ``"approx_dp"``, basic composition), and the refit at its exact
+          ``privacy_spent_``. A :class:`~skdpsco.exceptions.PrivacyLeakWarning`
+          says what is *not* covered: the selection of ``best_params_`` and the
+          scores in ``cv_results_`` (noise-free scores on private records), and
+          label-dependent (stratified) folds;
+        - a ``cross_validate(..., return_estimator=True)`` result: its
+          ``"estimator"`` list, composed sequentially (the training folds
+          overlap); a PrivacyLeakWarning notes that its scores are not private;
+        - a list (or any iterable) of the above, all on the same records.
+    delta : float, optional
+        The delta to report the total at. Defaults to the sum of the fits'
+        deltas (with ``disjoint=True``, the largest part's).
+    disjoint : bool, default=False
+        Parallel composition: ``fitted`` is a list whose items were fitted on
+        pairwise *disjoint* sets of records, the partition being fixed by the row
+        indices (or other public information), never by the data values or
+        labels. Under replace-one neighbours the changed record lies in one part
+        only, so the total is the largest part's epsilon at the common delta (each
+        item is first totalled sequentially). The caller asserts disjointness:
+        it cannot be checked here. Training folds of cross-validation overlap and
+        never qualify.
+
+    Returns
+    -------
+    PrivacySpent
+        Sequential: the minimum over valid compositions, the accountant over all
+        mechanisms jointly at ``delta`` and basic composition (``sum epsilon_i`` at
+        ``sum delta_i``) when ``delta`` is at least that sum. Parallel:
+        ``accountant="parallel"``; its ``mechanisms`` are all parts' records (a
+        later sequential total over them is conservative).
+
+    Warns
+    -----
+    PrivacyLeakWarning
+        For search objects and cross_validate results (see above).
+
+    Examples
+    --------
+    >>> from skdpsco.privacy import MechanismRecord, PrivacySpent, total_privacy_spent
+    >>> mech = MechanismRecord("mean", "gaussian", sensitivity=1.0, scale=5.0)
+    >>> a = PrivacySpent.from_records([mech], delta=1e-6)
+    >>> total = total_privacy_spent([a, a])
+    >>> total.epsilon < 2 * a.epsilon
+    True
+    >>> parallel = total_privacy_spent([a, a], disjoint=True)
+    >>> parallel.epsilon == a.epsilon, parallel.accountant
+    (True, 'parallel')
+    """
+    if not disjoint:
+        return _compose(_collect_nonempty(fitted), delta)
+    if (
+        isinstance(fitted, dict | PrivacySpent | str | bytes)
+        or not isinstance(fitted, Iterable)
+        or _is_search(fitted)
+        or _sub_estimators(fitted, fitted=True) is not None
+    ):
+        raise TypeError(
+            "disjoint=True needs a list of items fitted on disjoint record sets; "
+            f"got {type(fitted).__name__} (a Pipeline, search or cross_validate "
+            "result trains on overlapping records)."
+        )
+    parts = [_collect_nonempty(item) for item in fitted]
+    if not parts:
+        raise ValueError("total_privacy_spent needs at least one fitted estimator.")
+    if delta is None:
+        delta = max(math.fsum(s.delta for s in part) for part in parts)
+    totals = [_compose(part, delta) for part in parts]
+    rhos = [t.rho for t in totals]
+    return PrivacySpent(
+        max(t.epsilon for t in totals),
+        float(delta),
+        None if any(r is None for r in rhos) else max(rhos),
+        accountant="parallel",
+        mechanisms=tuple(r for t in totals for r in t.mechanisms),
+    )

@@ -7,8 +7,10 @@ subclass assemble its (loss, oracle, solver) and run it; compose what ran into
 attributes. Prediction is post-processing of the released parameters.
 """
 
+import dataclasses
 import math
 import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,16 +27,14 @@ from .._column_scaling import (
     unscale_coef,
 )
 from ..exceptions import PrivacyBudgetError
-from ..privacy._accounting import gaussian_rho_budget, gdp_to_approx_dp
+from ..privacy._budget import AlgorithmBudget
 from ..privacy._discrete import make_generator
 from ..privacy._ledger import spent_within
 from ..privacy._params import (
     COMMON_FIT_CONSTRAINTS,
     PRIVACY_PARAMETER_CONSTRAINTS,
-    PrivacyBudget,
     check_privacy_params,
 )
-from ..privacy._records import MechanismRecord
 from ..utils._compat import StrOptions, _fit_context, check_is_fitted, validate_data
 from ..utils._validation import canonical_sparse, refuse_fit_params, refuse_sparse
 
@@ -64,6 +64,30 @@ SCALING_PARAM_DOC = """
         standardised with public constants). ``(center, scale)``: public arrays
         of shape ``(n_features,)`` (or scalars) used for the features; the target
         of a regressor is still scaled privately."""
+
+
+@dataclass(frozen=True)
+class _Scalings:
+    """The feature scaling in the fit's units and as released, and the target's
+    released ``(center, scale)`` (regressors)."""
+
+    fit: object
+    released: object
+    target: tuple | None = None
+
+
+@dataclass(frozen=True)
+class _Scaled:
+    """What :meth:`DPLinearModel._scale` hands on: the data in the fit's units,
+    the algorithm's budget, the scalings and the scaling's records. ``shared``
+    says whether the scaling took a share of the budget."""
+
+    X: object
+    target: np.ndarray
+    budget: AlgorithmBudget
+    scalings: _Scalings | None = None
+    records: list = field(default_factory=list)
+    shared: bool = False
 
 
 class DPLinearModel(BaseEstimator):
@@ -169,30 +193,33 @@ class DPLinearModel(BaseEstimator):
             min_samples=min_samples,
             method=getattr(self, "algorithm", None),
         )
+        accountant = self._budget_accountant() if budget.delta > 0 else None
         rng = make_generator(self.random_state)
-        X_fit, target_fit, budget_fit, scaling, records = self._scale(
-            X, target, budget, rng
-        )
+        scaled = self._scale(X, target, budget, accountant, rng)
+        scalings = scaled.scalings
         # A released row statistic the algorithm may use as a public bound.
-        self._released_row_nnz = None if scaling is None else scaling[0].row_nnz
+        self._released_row_nnz = None if scalings is None else scalings.fit.row_nnz
         try:
-            result = self._run_algorithm(X_fit, target_fit, n_outputs, budget_fit, rng)
+            result = self._run_algorithm(
+                scaled.X, scaled.target, n_outputs, scaled.budget, rng
+            )
         except PrivacyBudgetError as exc:
-            if budget_fit is budget:
+            if not scaled.shared:
                 raise
             raise PrivacyBudgetError(
                 f"{exc} The algorithm gets what the private scaling leaves of "
                 f"epsilon={budget.epsilon:g}; scaling='none' (data already on a "
                 "public scale) leaves it all to the algorithm."
             ) from exc
-        spent = spent_within([*records, *result.records], budget, type(self).__name__)
-        self._store_scaling(scaling)
+        records = [*scaled.records, *result.records]
+        spent = spent_within(records, budget, type(self).__name__)
+        self._store_scaling(scalings)
         coef = np.asarray(result.coef, dtype=float)
-        if scaling is not None:
+        if scalings is not None:
             coef = unscale_coef(
                 coef,
-                scaling[0],
-                *(scaling[1] or (0.0, 1.0)),
+                scalings.fit,
+                *(scalings.target or (0.0, 1.0)),
                 fit_intercept=self.fit_intercept,
             )
         self._store_coef(coef)
@@ -200,97 +227,31 @@ class DPLinearModel(BaseEstimator):
         self.privacy_spent_ = spent
         return self
 
-    def _gaussian_budget(self, budget, all_gaussian=True):
-        """zCDP budget of the algorithm's mechanisms (``inf`` in the testing mode):
-        what ``(epsilon, delta)`` allows, less the share the scaling spent."""
-        if not budget.is_private:
-            return math.inf
-        rho = gaussian_rho_budget(
-            budget.epsilon, budget.delta, "gdp" if all_gaussian else "zcdp"
-        )
-        return rho * (1.0 - budget.scaling_share)
-
-    def _scale(self, X, target, budget, rng):
+    def _scale(self, X, target, budget, accountant, rng):
         """Release the scaling statistics and standardise (see ``scaling``).
 
-        Returns the standardised ``X`` and target, the budget left for the
-        algorithm, ``(x_scaling, (y_center, y_scale) or None, released)`` (None
-        when ``scaling="none"``; ``released`` is ``x_scaling`` without the
-        family's unit-row factor) and the scaling's ledger records. The shares spent are
-        public functions of ``n``, ``d`` and the budget.
+        Returns a :class:`_Scaled`: the standardised data (or a design folding
+        the scaling in) and target, the :class:`AlgorithmBudget` left for the
+        algorithm, the scalings and the scaling's ledger records. The shares
+        spent are public functions of ``n``, ``d`` and the budget.
         """
         if isinstance(self.scaling, str) and self.scaling == "none":
-            return X, target, budget, None, []
-        name = type(self).__name__
+            return _Scaled(X, target, budget.for_algorithm(accountant))
         n, d = X.shape
         regression = not getattr(self, "_is_dp_classifier", False)
         public = not isinstance(self.scaling, str)
         if public:
-            if len(self.scaling) != 2:
-                raise ValueError(
-                    f"{name}: scaling must be 'private', 'none' or a tuple "
-                    "(center, scale) of public arrays."
-                )
-            x_scaling = public_scaling(*self.scaling, d, name)
-            if not self.fit_intercept and np.any(x_scaling.center != 0):
-                # (x - c) w / s needs the intercept -c w / s, which a model
-                # without one cannot release: its predictions would be off by it.
-                raise ValueError(
-                    f"{name}: scaling=(center, scale) with a nonzero center needs "
-                    "fit_intercept=True (a centred model has an intercept); pass "
-                    "center=0 or fit_intercept=True."
-                )
+            x_scaling = self._public_feature_scaling(d)
             if not regression:
-                released = x_scaling
-                if self._unit_rows:
-                    x_scaling = x_scaling.rescaled(math.sqrt(d))
-                scaling = (x_scaling, None, released)
-                return self._standardise(X, x_scaling), target, budget, scaling, []
-        accountant = self._budget_accountant()
-        if not budget.is_private:
-            share, y_share = scaling_share(n, 0 if public else d, math.inf, regression)
-            spend, budget_fit = {"rho": math.inf}, budget
-        else:
-            # The shares follow the zCDP budget of (epsilon, delta): public numbers.
-            rho = math.nan
-            if budget.delta > 0:
-                kind = "zcdp" if accountant == "zcdp" else "gdp"
-                rho = gaussian_rho_budget(budget.epsilon, budget.delta, kind)
-            share, y_share = (
-                scaling_share(n, 0 if public else d, rho, regression)
-                if budget.delta > 0
-                else (MAX_SCALING_SHARE, 1.0 if public else 0.5 * regression)
-            )
-            if budget.delta > 0 and scaling_is_underpowered(
-                n, 0 if public else d, rho, regression
-            ):
-                warnings.warn(
-                    f"{name}: at n_samples={n}, epsilon={budget.epsilon:g} the private "
-                    "scaling cannot be expected to locate "
-                    + ("the target" if regression else "the features")
-                    + " (too few records for this budget: noise dominates), and "
-                    "the model may be worse than a trivial one (a constant). Use "
-                    "more data or a larger epsilon, or scaling=(center, scale) / "
-                    "'none' with public knowledge of the units.",
-                    UserWarning,
-                    stacklevel=5,
+                fit_scaling = self._fit_units(x_scaling, d)
+                return _Scaled(
+                    self._standardise(X, fit_scaling),
+                    target,
+                    budget.for_algorithm(accountant),
+                    _Scalings(fit_scaling, x_scaling),
                 )
-            if accountant == "gdp-epsilon":
-                spend = {"rho": rho * share}
-                mu_left = math.sqrt(2.0 * rho * (1.0 - share))
-                budget_fit = PrivacyBudget(
-                    gdp_to_approx_dp(mu_left, budget.delta), budget.delta, n
-                )
-            elif accountant is not None:
-                spend = {"rho": rho * share}
-                budget_fit = budget.with_scaling_share(share)
-            else:
-                budget_fit, eps_s, delta_s = budget.split(share)
-                spend = (
-                    {"rho": gaussian_rho_budget(eps_s, delta_s, "gdp")}
-                    if delta_s > 0
-                    else {"epsilon": eps_s}
-                )
+        share, y_share = self._scaling_shares(n, 0 if public else d, budget, accountant)
+        split = budget.split_with_scaling(accountant, share)
         records = []
         if not public:
             x_scaling = private_column_scaling(
@@ -299,15 +260,10 @@ class DPLinearModel(BaseEstimator):
                 center=bool(self.fit_intercept),
                 shared=self._shared_scale and sp.issparse(X),
                 name="feature",
-                **{k: v * (1.0 - y_share) for k, v in spend.items()},
+                **{k: v * (1.0 - y_share) for k, v in split.scaling.items()},
             )
             records += x_scaling.records
-        released = x_scaling
-        if self._unit_rows:
-            # Rows of l2 norm about 1 (the unit of the family's public row bound):
-            # each standardised column further divided by sqrt(d) inside the fit
-            # (the constraint set follows, see _constraint_unit).
-            x_scaling = x_scaling.rescaled(math.sqrt(d))
+        fit_scaling = self._fit_units(x_scaling, d)
         y_stats = None
         if regression:
             y_scaling = private_column_scaling(
@@ -315,7 +271,7 @@ class DPLinearModel(BaseEstimator):
                 rng,
                 center=bool(self.fit_intercept),
                 name="target",
-                **{k: v * y_share for k, v in spend.items()},
+                **{k: v * y_share for k, v in split.scaling.items()},
             )
             records += y_scaling.records
             y_stats = (float(y_scaling.center[0]), float(y_scaling.scale[0]))
@@ -323,18 +279,72 @@ class DPLinearModel(BaseEstimator):
         if not budget.is_private:
             # The hidden testing mode: noise-free statistics, nothing to account.
             records = []
-        elif accountant is None:
+        elif split.scaling_record is not None:
             # Basic composition: the scaling as one (eps_s, delta_s) mechanism.
-            records = [
-                MechanismRecord(
-                    f"private scaling ({len(records)} mechanisms)",
-                    "approx_dp",
-                    epsilon=eps_s,
-                    delta=delta_s,
-                )
-            ]
-        scaling = (x_scaling, y_stats, released)
-        return self._standardise(X, x_scaling), target, budget_fit, scaling, records
+            name = f"private scaling ({len(records)} mechanisms)"
+            records = [dataclasses.replace(split.scaling_record, name=name)]
+        return _Scaled(
+            self._standardise(X, fit_scaling),
+            target,
+            split.algorithm,
+            _Scalings(fit_scaling, x_scaling, y_stats),
+            records,
+            shared=True,
+        )
+
+    def _public_feature_scaling(self, n_features):
+        """``scaling=(center, scale)``, checked (public arrays, no data read)."""
+        name = type(self).__name__
+        if len(self.scaling) != 2:
+            raise ValueError(
+                f"{name}: scaling must be 'private', 'none' or a tuple "
+                "(center, scale) of public arrays."
+            )
+        x_scaling = public_scaling(*self.scaling, n_features, name)
+        if not self.fit_intercept and np.any(x_scaling.center != 0):
+            # (x - c) w / s needs the intercept -c w / s, which a model
+            # without one cannot release: its predictions would be off by it.
+            raise ValueError(
+                f"{name}: scaling=(center, scale) with a nonzero center needs "
+                "fit_intercept=True (a centred model has an intercept); pass "
+                "center=0 or fit_intercept=True."
+            )
+        return x_scaling
+
+    def _fit_units(self, x_scaling, n_features):
+        """The scaling the fit uses: the released one, with every standardised
+        column further divided by ``sqrt(d)`` in the families whose public row
+        bound is of order 1 (rows of l2 norm about 1)."""
+        if self._unit_rows:
+            return x_scaling.rescaled(math.sqrt(n_features))
+        return x_scaling
+
+    def _scaling_shares(self, n, n_located, budget, accountant):
+        """``(share, target_share)``: the scaling's public share of the budget
+        and the target's part of it (:func:`scaling_share`), with a warning where
+        the scaling cannot be expected to locate the data."""
+        regression = not getattr(self, "_is_dp_classifier", False)
+        if not budget.is_private:
+            return scaling_share(n, n_located, math.inf, regression)
+        if budget.delta == 0:
+            public = n_located == 0
+            return MAX_SCALING_SHARE, 1.0 if public else 0.5 * regression
+        # The shares follow the zCDP budget of (epsilon, delta): public numbers.
+        rho = budget.zcdp("zcdp" if accountant == "zcdp" else "gdp")
+        if scaling_is_underpowered(n, n_located, rho, regression):
+            warnings.warn(
+                f"{type(self).__name__}: at n_samples={n}, epsilon="
+                f"{budget.epsilon:g} the private scaling cannot be expected to "
+                "locate "
+                + ("the target" if regression else "the features")
+                + " (too few records for this budget: noise dominates), and "
+                "the model may be worse than a trivial one (a constant). Use "
+                "more data or a larger epsilon, or scaling=(center, scale) / "
+                "'none' with public knowledge of the units.",
+                UserWarning,
+                stacklevel=6,
+            )
+        return scaling_share(n, n_located, rho, regression)
 
     def _standardise(self, X, x_scaling):
         """The standardised data handed to ``_run_algorithm``: a copy of ``X``
@@ -342,21 +352,22 @@ class DPLinearModel(BaseEstimator):
         it instead (no copy)."""
         return x_scaling.transform(X)
 
-    def _store_scaling(self, scaling):
+    def _store_scaling(self, scalings):
         """Released scaling statistics as fitted attributes (post-processing)."""
-        if scaling is None:
+        classifier = getattr(self, "_is_dp_classifier", False)
+        if scalings is None:
             self.feature_center_ = self.feature_scale_ = None
             self.feature_located_ = None
-            if not getattr(self, "_is_dp_classifier", False):
+            if not classifier:
                 self.target_center_ = self.target_scale_ = None
             return
         # The statistics as released (without the fit's internal unit-row factor).
-        _, y_stats, x_scaling = scaling
-        self.feature_center_ = x_scaling.center
-        self.feature_scale_ = x_scaling.scale
-        self.feature_located_ = x_scaling.located
-        if not getattr(self, "_is_dp_classifier", False):
-            self.target_center_, self.target_scale_ = y_stats or (None, None)
+        released = scalings.released
+        self.feature_center_ = released.center
+        self.feature_scale_ = released.scale
+        self.feature_located_ = released.located
+        if not classifier:
+            self.target_center_, self.target_scale_ = scalings.target or (None, None)
 
     def _decision(self, X):
         check_is_fitted(self)

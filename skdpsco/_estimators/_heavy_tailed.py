@@ -406,7 +406,7 @@ class _HeavyTailedBase(DPLinearModel):
                 f"algorithm={self.algorithm!r} (its sensitivity analysis assumes "
                 "unweighted records); use 'clipped_gd' or 'catoni_gd'."
             )
-        rho = self._gaussian_budget(budget, all_gaussian)
+        rho = budget.rho
         plan = build_plan(self, loss, l2_penalty, budget.n_samples, shape, rho)
         if isinstance(plan, _SampleAggregatePlan):
             return sample_and_aggregate(

@@ -145,7 +145,7 @@ def _fit_projection_gd(est, problem, l2_penalty, budget, rng):
     n_iter = _DEFAULT_GD_ITER if est.max_iter is None else est.max_iter
     if budget.delta > 0:
         oracle = ProjectionMeanOracle(problem.lipschitz, problem.sparsity, "gaussian")
-        rho = est._gaussian_budget(budget, all_gaussian=True)
+        rho = budget.rho
     else:
         oracle = ProjectionMeanOracle(problem.lipschitz, problem.sparsity, "laplace")
         # The oracle turns its per-call rho into epsilon_call = sqrt(2 rho / T);
@@ -158,7 +158,7 @@ def _fit_projection_gd(est, problem, l2_penalty, budget, rng):
 def _fit_l1_recovery_gd(est, problem, l2_penalty, budget, rng):
     """DP-GD whose gradient mean is Gaussian l1-recovery (Algorithm 2)."""
     oracle = L1RecoveryMeanOracle(problem.lipschitz, problem.sparsity)
-    rho = est._gaussian_budget(budget, all_gaussian=True)
+    rho = budget.rho
     return _run_gd(est, problem, oracle, rho, l2_penalty, rng)
 
 

@@ -10,13 +10,13 @@ import contextlib
 import contextvars
 import math
 import warnings
-from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
 
 from ..exceptions import PrivacyBudgetError, PrivacyLeakWarning
 from ..utils._compat import Interval
+from ._budget import PrivacyBudget
 
 __all__ = [
     "PRIVACY_PARAMETER_CONSTRAINTS",
@@ -102,46 +102,6 @@ COMMON_FIT_CONSTRAINTS = {
     "fit_intercept": ["boolean"],
     "max_iter": [Interval(Integral, 1, None, closed="left")],
 }
-
-
-@dataclass(frozen=True)
-class PrivacyBudget:
-    """A validated target budget for one fit.
-
-    Attributes
-    ----------
-    epsilon : float
-    delta : float
-    n_samples : int
-        Public number of records (replace-one neighbours keep it fixed).
-    """
-
-    epsilon: float
-    delta: float
-    n_samples: int
-    #: Share of the zCDP budget already spent on the scaling statistics (algorithms
-    #: that take a zCDP budget get the rest).
-    scaling_share: float = 0.0
-
-    def with_scaling_share(self, share):
-        """The same target, with ``share`` of its zCDP budget already spent."""
-        return PrivacyBudget(self.epsilon, self.delta, self.n_samples, float(share))
-
-    def split(self, share):
-        """Basic composition: ``(rest, epsilon_s, delta_s)`` with the scaling's
-        ``(share epsilon, share delta)`` and the rest's ``(1 - share)`` of both
-        (a relative margin keeps the sum below the target in floating point)."""
-        eps_s = self.epsilon * share * (1.0 - 1e-9)
-        delta_s = self.delta * share * (1.0 - 1e-9)
-        rest = PrivacyBudget(
-            self.epsilon * (1.0 - share), self.delta * (1.0 - share), self.n_samples
-        )
-        return rest, eps_s, delta_s
-
-    @property
-    def is_private(self):
-        """False only in the hidden non-private testing mode (``epsilon = inf``)."""
-        return math.isfinite(self.epsilon)
 
 
 def check_privacy_params(

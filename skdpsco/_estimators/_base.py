@@ -1,10 +1,13 @@
 """The fit skeleton shared by every skdpsco linear model.
 
-``fit`` always goes: validate the data; encode the target; check the privacy
-parameters against the public ``n``; draw a ``numpy.random.Generator``; let the
-subclass assemble its (loss, oracle, solver) and run it; compose what ran into
-``privacy_spent_`` and refuse to release if it exceeds the ask; store the fitted
-attributes. Prediction is post-processing of the released parameters.
+``fit`` always goes: validate the data; encode the target; look up the chosen
+algorithm's registry entry (:mod:`._algorithm`) and check the privacy parameters
+against its requirements and the public ``n``; draw a ``numpy.random.Generator``;
+release the scaling statistics and hand what is left of the budget
+(:mod:`skdpsco.privacy._budget`) to the algorithm's runner in one
+:class:`~._algorithm.FitProblem`; compose what ran into ``privacy_spent_`` and
+refuse to release if it exceeds the ask; store the fitted attributes. Prediction
+is post-processing of the released parameters.
 """
 
 import dataclasses
@@ -37,6 +40,7 @@ from ..privacy._params import (
 )
 from ..utils._compat import StrOptions, _fit_context, check_is_fitted, validate_data
 from ..utils._validation import canonical_sparse, refuse_fit_params, refuse_sparse
+from ._algorithm import FitProblem
 
 __all__ = [
     "DPClassifierMixin",
@@ -93,9 +97,13 @@ class _Scaled:
 class DPLinearModel(BaseEstimator):
     """Base class: the private fit skeleton of a linear model.
 
-    Subclasses provide ``_encode_target(y)`` (returns the encoded target and the
-    number of outputs), ``_run_algorithm(design, target, n_outputs, budget, rng)``
-    (returns a ``SolverResult``) and ``_algorithm_requirements()``.
+    ``fit`` is the only place that validates, scales, runs the algorithm, gates
+    the release and stores the result. A family provides ``_algorithm(n_outputs)``
+    (the :class:`~._algorithm.Algorithm` registry entry of its ``algorithm``,
+    whose ``run(problem)`` returns a ``SolverResult``), the mixins
+    ``_encode_target(y)`` (the encoded target and the number of outputs) and
+    ``_store_coef(W)``; hooks: ``_check_supported(algorithm)`` and
+    ``_standardise(X, scaling)``.
     """
 
     _parameter_constraints: dict = {
@@ -104,6 +112,8 @@ class DPLinearModel(BaseEstimator):
         "scaling": [StrOptions({"private", "none"}), tuple],
     }
 
+    #: Classifiers encode labels; regressors scale their target.
+    _is_dp_classifier = False
     #: Whether scipy.sparse X is supported end to end.
     _accept_sparse = False
     #: Whether ``scaling="private"`` releases one scale for all features of sparse
@@ -117,24 +127,6 @@ class DPLinearModel(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = self._accept_sparse
         return tags
-
-    def _algorithm_requirements(self):
-        """``(requires_delta, min_samples)`` of the chosen algorithm."""
-        return True, 2
-
-    def _budget_accountant(self):
-        """How the chosen algorithm spends its budget.
-
-        ``"gdp"`` (every mechanism Gaussian) or ``"zcdp"``: it takes its zCDP budget
-        from :meth:`_gaussian_budget`, and the scaling statistics take their share
-        of the same ``rho`` (composed exactly by the ledger). ``"gdp-epsilon"``:
-        every mechanism is Gaussian, calibrated to the ``(epsilon, delta)`` it is
-        handed; it gets the ``epsilon`` at which a Gaussian mechanism has the GDP
-        parameter the scaling leaves, ``sqrt(mu^2 - mu_scaling^2)`` (exact
-        composition, Dong, Roth & Su 2022, Cor 3.3). None: it reads ``(epsilon,
-        delta)``, and the scaling takes a share of both (basic composition).
-        """
-        return None
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, **fit_params):
@@ -172,37 +164,33 @@ class DPLinearModel(BaseEstimator):
             raise
 
     def _fit(self, X, y):
-        refuse_sparse(self, X)
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            accept_sparse=("csr", "csc") if self._accept_sparse else False,
-            dtype=np.float64,
-            y_numeric=not getattr(self, "_is_dp_classifier", False),
-            ensure_min_samples=2,
-        )
-        if sp.issparse(X):
-            X = canonical_sparse(X, type(self).__name__)
+        X, y = self._validate_training_data(X, y)
         target, n_outputs = self._encode_target(y)
-        requires_delta, min_samples = self._algorithm_requirements()
+        algorithm = self._algorithm(n_outputs)
+        self._check_supported(algorithm)
         budget = check_privacy_params(
             self,
             X.shape[0],
-            requires_delta=requires_delta,
-            min_samples=min_samples,
-            method=getattr(self, "algorithm", None),
+            requires_delta=algorithm.requires_delta,
+            min_samples=algorithm.min_samples,
+            method=self.algorithm,
         )
-        accountant = self._budget_accountant() if budget.delta > 0 else None
         rng = make_generator(self.random_state)
+        accountant = algorithm.accountant_for(budget.delta)
         scaled = self._scale(X, target, budget, accountant, rng)
         scalings = scaled.scalings
-        # A released row statistic the algorithm may use as a public bound.
-        self._released_row_nnz = None if scalings is None else scalings.fit.row_nnz
+        problem = FitProblem(
+            self,
+            scaled.X,
+            scaled.target,
+            n_outputs,
+            scaled.budget,
+            rng,
+            # A released row statistic the algorithm may use as a public bound.
+            released_row_nnz=None if scalings is None else scalings.fit.row_nnz,
+        )
         try:
-            result = self._run_algorithm(
-                scaled.X, scaled.target, n_outputs, scaled.budget, rng
-            )
+            result = algorithm.run(problem)
         except PrivacyBudgetError as exc:
             if not scaled.shared:
                 raise
@@ -213,6 +201,38 @@ class DPLinearModel(BaseEstimator):
             ) from exc
         records = [*scaled.records, *result.records]
         spent = spent_within(records, budget, type(self).__name__)
+        self._store(result, scalings, spent)
+        return self
+
+    def _validate_training_data(self, X, y):
+        """``X`` as float64 (sparse: canonical CSR/CSC where supported) and
+        ``y``, with the clear refusals of unsupported input."""
+        refuse_sparse(self, X)
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            accept_sparse=("csr", "csc") if self._accept_sparse else False,
+            dtype=np.float64,
+            y_numeric=not self._is_dp_classifier,
+            ensure_min_samples=2,
+        )
+        if sp.issparse(X):
+            X = canonical_sparse(X, type(self).__name__)
+        return X, y
+
+    def _algorithm(self, n_outputs):
+        """The registry entry (:class:`~._algorithm.Algorithm`) of the chosen
+        ``algorithm`` (``"auto"`` resolved from public facts only)."""
+        raise NotImplementedError
+
+    def _check_supported(self, algorithm):
+        """Refuse, before any data is used, parameters ``algorithm`` does not
+        support."""
+
+    def _store(self, result, scalings, spent):
+        """The released model and what it cost, as fitted attributes (every
+        value is the noisy output or post-processing of it)."""
         self._store_scaling(scalings)
         coef = np.asarray(result.coef, dtype=float)
         if scalings is not None:
@@ -223,9 +243,10 @@ class DPLinearModel(BaseEstimator):
                 fit_intercept=self.fit_intercept,
             )
         self._store_coef(coef)
+        for name, value in result.attributes.items():
+            setattr(self, name, value)
         self.n_iter_ = int(result.n_iter)
         self.privacy_spent_ = spent
-        return self
 
     def _scale(self, X, target, budget, accountant, rng):
         """Release the scaling statistics and standardise (see ``scaling``).
@@ -238,7 +259,7 @@ class DPLinearModel(BaseEstimator):
         if isinstance(self.scaling, str) and self.scaling == "none":
             return _Scaled(X, target, budget.for_algorithm(accountant))
         n, d = X.shape
-        regression = not getattr(self, "_is_dp_classifier", False)
+        regression = not self._is_dp_classifier
         public = not isinstance(self.scaling, str)
         if public:
             x_scaling = self._public_feature_scaling(d)
@@ -323,7 +344,7 @@ class DPLinearModel(BaseEstimator):
         """``(share, target_share)``: the scaling's public share of the budget
         and the target's part of it (:func:`scaling_share`), with a warning where
         the scaling cannot be expected to locate the data."""
-        regression = not getattr(self, "_is_dp_classifier", False)
+        regression = not self._is_dp_classifier
         if not budget.is_private:
             return scaling_share(n, n_located, math.inf, regression)
         if budget.delta == 0:
@@ -347,14 +368,14 @@ class DPLinearModel(BaseEstimator):
         return scaling_share(n, n_located, rho, regression)
 
     def _standardise(self, X, x_scaling):
-        """The standardised data handed to ``_run_algorithm``: a copy of ``X``
+        """The standardised data handed to the runner: a copy of ``X``
         here; a family whose solvers take a design may fold the scaling into
         it instead (no copy)."""
         return x_scaling.transform(X)
 
     def _store_scaling(self, scalings):
         """Released scaling statistics as fitted attributes (post-processing)."""
-        classifier = getattr(self, "_is_dp_classifier", False)
+        classifier = self._is_dp_classifier
         if scalings is None:
             self.feature_center_ = self.feature_scale_ = None
             self.feature_located_ = None

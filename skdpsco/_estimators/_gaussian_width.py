@@ -25,6 +25,7 @@ from .._solvers._objective_perturbation import approximate_objective_perturbatio
 from ..privacy._params import PositiveFinite, PublicBound
 from ..privacy._shuffling import shuffle_valid_local_epsilon
 from ..utils._compat import Interval, StrOptions
+from ._algorithm import Algorithm, registry
 from ._base import (
     SCALING_PARAM_DOC,
     DPClassifierMixin,
@@ -87,7 +88,7 @@ def _run_objective_perturbation(est, design, target, loss, n_classes, budget, C,
         epsilon=budget.epsilon,
         delta=budget.delta,
         feature_norm_bound=est.feature_norm_bound,
-        target_bound=getattr(est, "target_bound", 1.0),
+        target_bound=est._target_bound(),
         intercept_bound=est.intercept_bound,
         l2_penalty=est._l2_penalty(budget.n_samples),
         lam_obj="auto",
@@ -194,8 +195,8 @@ def _run_shuffled_mirror_descent(est, design, target, loss, n_classes, budget, C
 
 
 def _check_no_ridge(est, algorithm):
-    if est._l2_penalty(2) > 0:
-        what = "alpha" if hasattr(est, "alpha") else "C"
+    if est._has_ridge():
+        what = est._ridge_parameter
         raise ValueError(
             f"{type(est).__name__}(algorithm={algorithm!r}) takes no ridge penalty "
             f"(only 'objective_perturbation' does, as Su, Zhao & Wang's Algorithm "
@@ -203,22 +204,59 @@ def _check_no_ridge(est, algorithm):
         )
 
 
-#: algorithm name -> solver runner. Every entry is audited in tests/audit.
-#: ``"auto"`` resolves, from public facts (the task and the number of classes), to
-#: the algorithm that measured best in benchmarks/gaussian_width.py.
-_ALGORITHMS = {
-    "auto": None,
-    "objective_perturbation": _run_objective_perturbation,
-    "mirror_descent": _run_mirror_descent,
-    "phased_sgd": _run_phased_sgd,
-    "shuffled_mirror_descent": _run_shuffled_mirror_descent,
-}
+def _runner(name, solve):
+    """Runner of ``name``: the public loss, constraint set and design of the
+    family, then ``solve``."""
+
+    def run(problem):
+        est = problem.estimator
+        n_outputs = problem.n_outputs
+        return solve(
+            est,
+            LinearDesign(problem.X, est.fit_intercept),
+            problem.target,
+            est._loss(n_outputs, name),
+            n_outputs if n_outputs > 1 else 2,
+            problem.budget,
+            est._make_constraint(problem.n_features),
+            problem.rng,
+        )
+
+    return run
+
+
+#: The algorithms (every entry is audited in tests/audit). Phased SGD's and mirror
+#: descent's mechanisms are Gaussians calibrated to (epsilon, delta): the scaling's
+#: Gaussians compose with them exactly ("gdp-epsilon"); the others split
+#: (epsilon, delta) with the scaling by basic composition. ``"auto"`` resolves,
+#: from public facts (the task and the number of classes), to the algorithm that
+#: measured best in benchmarks/gaussian_width.py.
+_ALGORITHMS = registry(
+    Algorithm(
+        "objective_perturbation",
+        _runner("objective_perturbation", _run_objective_perturbation),
+    ),
+    Algorithm(
+        "mirror_descent",
+        _runner("mirror_descent", _run_mirror_descent),
+        "gdp-epsilon",
+    ),
+    Algorithm(
+        "phased_sgd",
+        _runner("phased_sgd", _run_phased_sgd),
+        "gdp-epsilon",
+    ),
+    Algorithm(
+        "shuffled_mirror_descent",
+        _runner("shuffled_mirror_descent", _run_shuffled_mirror_descent),
+    ),
+)
 
 
 class _GaussianWidthBase(DPLinearModel):
     _parameter_constraints: dict = {
         **DPLinearModel._parameter_constraints,
-        "algorithm": [StrOptions(set(_ALGORITHMS))],
+        "algorithm": [StrOptions({"auto", *_ALGORITHMS})],
         "constraint": [StrOptions(_CONSTRAINTS)],
         "radius": [PublicBound()],
         "p": [None, PositiveFinite()],
@@ -237,18 +275,8 @@ class _GaussianWidthBase(DPLinearModel):
     # feature_norm_bound = 1 is a bound on rows of norm about 1.
     _unit_rows = True
 
-    def _algorithm_requirements(self):
-        return True, 2
-
-    def _budget_accountant(self):
-        # Phased SGD's and mirror descent's mechanisms are Gaussians calibrated to
-        # (epsilon, delta): the scaling's Gaussians compose with them exactly. The
-        # others split (epsilon, delta) with the scaling by basic composition.
-        n_outputs = getattr(self, "classes_", np.zeros(2)).size
-        n_outputs = 1 if n_outputs <= 2 else n_outputs
-        if self._resolved_algorithm(n_outputs) in ("phased_sgd", "mirror_descent"):
-            return "gdp-epsilon"
-        return None
+    def _algorithm(self, n_outputs):
+        return _ALGORITHMS[self._resolved_algorithm(n_outputs)]
 
     def _resolved_algorithm(self, n_outputs):
         """``algorithm`` with ``"auto"`` resolved from public parameters only (the
@@ -262,8 +290,7 @@ class _GaussianWidthBase(DPLinearModel):
         # data, 10 splits: breast cancer 0.889 against 0.746 at epsilon 4,
         # diabetes R^2 0.258 against -1.92, and it grows with epsilon where
         # objective perturbation's fell below its epsilon = 1 score.
-        needs_objp = self._l2_penalty(2) > 0 or getattr(self, "loss", None) == "squared"
-        if needs_objp:
+        if self._needs_objective_perturbation():
             return "objective_perturbation"
         if self.p is not None and self.p < 2:
             # Phased SGD is the p >= 2 reduction (Theorem 8); l_p geometry with
@@ -281,6 +308,13 @@ class _GaussianWidthBase(DPLinearModel):
         if isinstance(self.scaling, str) and self.scaling == "none":
             return 1.0
         return math.sqrt(n_features)
+
+    def _fit_unit_squared(self):
+        """Square of :meth:`_constraint_unit`: a penalty stated on standardised
+        coefficients, in the fit's units."""
+        if isinstance(self.scaling, str) and self.scaling == "none":
+            return 1.0
+        return float(self.n_features_in_)
 
     def _make_constraint(self, n_features):
         """The public set ``C`` for the coefficients (no intercept row), in the
@@ -309,9 +343,9 @@ class _GaussianWidthBase(DPLinearModel):
         n_params = design.dim * loss.n_outputs(n_classes)
         return _default_geometry(self.constraint, n_params)
 
-    def _check_params_fit_constraint(self, algorithm):
+    def _check_supported(self, algorithm):
         if self.p is not None and self.constraint != "lp":
-            if algorithm == "objective_perturbation":
+            if algorithm.name == "objective_perturbation":
                 raise ValueError(
                     f"{type(self).__name__}: p={self.p!r} applies to "
                     "constraint='lp' or to the l_p algorithms ('mirror_descent', "
@@ -337,17 +371,6 @@ class _GaussianWidthBase(DPLinearModel):
                 f"{type(self).__name__}: k applies to constraint='k_sparse' only, "
                 f"got constraint={self.constraint!r}."
             )
-
-    def _run_algorithm(self, X, target, n_outputs, budget, rng):
-        n_classes = n_outputs if n_outputs > 1 else 2
-        algorithm = self._resolved_algorithm(n_outputs)
-        self._check_params_fit_constraint(algorithm)
-        loss = self._loss(n_outputs, algorithm)
-        C = self._make_constraint(X.shape[1])
-        design = LinearDesign(X, self.fit_intercept)
-        return _ALGORITHMS[algorithm](
-            self, design, target, loss, n_classes, budget, C, rng
-        )
 
 
 _ALGORITHM_DOC = """
@@ -569,8 +592,9 @@ _REFERENCES_DOC = """
 class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
     __doc__ = f"""Differentially private constrained linear regression (Gaussian width).
 
-    Minimises ``(1/n) sum_i loss(x_i . w + b, y_i) + (alpha / 2) ||(w, b)||^2``
-    over ``w`` in a public convex set ``C`` (an l1 ball by default, like the
+    Minimises ``(1/n) sum_i loss(x_i . w + b, y_i) + alpha / (2 n) ||(w, b)||^2``
+    (:class:`~sklearn.linear_model.Ridge`'s penalty, on the standardised
+    coefficients) over ``w`` in a public convex set ``C`` (an l1 ball by default, like the
     constrained form of the Lasso) with an ``(epsilon, delta)``-DP guarantee under
     replace-one neighbouring datasets, whatever the data look like: rows and
     targets are clipped to public bounds. The error that privacy adds grows with
@@ -593,11 +617,13 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
         Public bound ``R_y``: targets are clipped to ``[-R_y, R_y]`` for the squared
         loss (``"objective_perturbation"``). Scale ``y`` with public constants.
     alpha : float, default=0.0
-        Ridge strength in the mean-scaled objective above (intercept included),
-        in the fit's units: with ``scaling`` on, every standardised column is
-        further divided by ``sqrt(n_features)`` (rows of norm about 1), so the
-        penalty on the standardised coefficients is ``alpha * n_features``.
-        ``alpha > 0`` selects Algorithm 2 (strongly convex objective
+        Ridge strength, as :class:`~sklearn.linear_model.Ridge`'s ``alpha``
+        (``||y - X w - b||^2 + alpha ||w||^2``, the same value means the same
+        penalty in every skdpsco regressor) on the standardised coefficients
+        (the original ones with ``scaling="none"``). Unlike ``Ridge`` the
+        intercept is penalised too: objective perturbation's privacy calibration
+        needs the objective strongly convex in every direction. ``alpha > 0``
+        selects Algorithm 2 (strongly convex objective
         perturbation, ridge form); only ``"objective_perturbation"`` accepts it.
         With ``alpha = 0`` the set ``C`` is the only regulariser and Algorithm 1
         adds its own ``L / (sqrt(n) diam(C)) ||w||^2`` (Theorem 2).
@@ -702,6 +728,19 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
             return get_loss("huber", threshold=self.huber_threshold)
         return get_loss("squared")
 
+    _ridge_parameter = "alpha"
+
+    def _has_ridge(self):
+        return self.alpha > 0
+
+    def _needs_objective_perturbation(self):
+        # Only objective perturbation has a ridge (Algorithm 2) or the squared
+        # loss on all of R^d.
+        return self._has_ridge() or self.loss == "squared"
+
+    def _target_bound(self):
+        return self.target_bound
+
     def _l2_penalty(self, n_samples):
         return float(self.alpha)
 
@@ -710,7 +749,8 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
     __doc__ = f"""Differentially private constrained logistic regression.
 
     Minimises the mean logistic loss (two classes) or the mean multinomial loss (one
-    joint model for more) plus an optional ridge ``||(W, b)||^2 / (2 C n)`` over
+    joint model for more) plus an optional ridge ``||(W, b)||^2 / (2 C n)`` (on the
+    standardised coefficients) over
     coefficients in a public convex set ``C`` (an l1 ball by default), with an
     ``(epsilon, delta)``-DP guarantee under replace-one neighbouring datasets,
     whatever the features look like (rows are clipped to ``feature_norm_bound``).
@@ -719,11 +759,11 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
     ----------{_SHARED_PARAMS_DOC}
     C : float or None, default=None
         Inverse ridge strength as in :class:`~sklearn.linear_model.LogisticRegression`
-        (``C sum_i loss_i + ||W||^2 / 2``, intercept included); only
-        ``"objective_perturbation"`` accepts it (Algorithm 2, ridge form). Like
-        ``alpha`` of the regressor it acts in the fit's units: with ``scaling``
-        on, the ridge on the standardised coefficients is ``n_features`` times
-        ``||W||^2 / 2``. ``None``: no ridge, the set ``C`` is the only regulariser.
+        (``C sum_i loss_i + ||W||^2 / 2`` on the standardised coefficients, the
+        same value means the same penalty in every skdpsco classifier; the
+        intercept is penalised too, as objective perturbation needs); only
+        ``"objective_perturbation"`` accepts it (Algorithm 2, ridge form).
+        ``None``: no ridge, the set ``C`` is the only regulariser.
     classes : array-like or None, default=None
         The public label set. If None, the labels present in ``y`` are used, and
         the label set is then released with the model (like ``n``); give it
@@ -815,6 +855,18 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
 
     def _loss(self, n_outputs, algorithm):
         return get_loss("logistic" if n_outputs == 1 else "multinomial")
+
+    _ridge_parameter = "C"
+
+    def _has_ridge(self):
+        return self.C is not None
+
+    def _needs_objective_perturbation(self):
+        return self._has_ridge()
+
+    def _target_bound(self):
+        # Class codes: the logistic losses read no target bound.
+        return 1.0
 
     def _l2_penalty(self, n_samples):
         # LogisticRegression's C sum(loss) + ||w||^2 / 2, divided by C n.

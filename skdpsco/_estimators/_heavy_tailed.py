@@ -32,6 +32,7 @@ from .._solvers import noisy_gradient_descent, noisy_sgd
 from .._solvers._sample_aggregate import sample_and_aggregate
 from ..privacy._params import PositiveFinite, PublicBound
 from ..utils._compat import Interval, StrOptions
+from ._algorithm import Algorithm, registry
 from ._base import (
     SCALING_PARAM_DOC,
     DPClassifierMixin,
@@ -202,16 +203,6 @@ def _plan_smooth_sensitivity(est, loss, l2_penalty, n_samples, shape, rho):
     )
 
 
-@dataclass(frozen=True)
-class _SampleAggregatePlan:
-    radius: float
-
-
-def _plan_sample_aggregate(est, loss, l2_penalty, n_samples, shape, rho):
-    radius = _DEFAULT_TRUNCATED_RADIUS if est.radius is None else est.radius
-    return _SampleAggregatePlan(radius)
-
-
 #: Cap on the theorem's iteration count of the truncated-mean algorithms when
 #: ``max_iter`` is None. The axis variant's ``T = sqrt(rho) n R~^2 / p^1.5``
 #: (Appendix B) reaches it from n of about 2e4; capping it lower was measured
@@ -296,42 +287,186 @@ def _make_truncated_planner(oracle_class, axis):
     return plan
 
 
-#: algorithm name -> (plan builder, whether every mechanism is Gaussian so that the
-#: exact GDP composition applies, whether public per-record weights are supported).
-#: Every entry is audited in tests/audit.
-_ALGORITHMS = {
-    "clipped_gd": (_plan_clipped, ClippedMeanOracle.all_gaussian, True),
-    "catoni_gd": (_plan_catoni, CatoniMeanOracle.all_gaussian, True),
-    "truncated_mean_gd": (
-        _make_truncated_planner(TruncatedMeanOracle, axis=False),
-        TruncatedMeanOracle.all_gaussian,
-        False,
+@dataclass(frozen=True)
+class _Inputs:
+    """The public inputs every heavy-tailed solver shares."""
+
+    loss: object
+    design: LinearDesign
+    shape: tuple
+    l2_penalty: float
+    sample_weight: np.ndarray | None
+
+
+def _inputs(problem):
+    """Loss, design, parameter shape, penalty and public record weights."""
+    est = problem.estimator
+    X = problem.X
+    design = X if isinstance(X, LinearDesign) else LinearDesign(X, est.fit_intercept)
+    n_outputs = problem.n_outputs
+    shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
+    l2_penalty = est._l2_penalty(problem.budget.n_samples)
+    sample_weight = None
+    weighting = est._sample_weight(problem.target)
+    if weighting is not None:
+        # Weights w_i enter as w_i / W <= 1 after clipping (sensitivity
+        # unchanged); dividing the penalty by W too keeps the minimiser of
+        # (1/n) sum w_i loss_i + (lambda/2)||w||^2. W is the largest weight of
+        # the public table over classes_, never the largest over the records:
+        # that one depends on which labels occur in the private y, and would
+        # rescale every record's contribution, the penalty and the step size
+        # between neighbours (tested).
+        sample_weight, top = weighting
+        sample_weight, l2_penalty = sample_weight / top, l2_penalty / top
+    return _Inputs(est._loss(n_outputs), design, shape, l2_penalty, sample_weight)
+
+
+def _gradient_descent(build_plan):
+    """Runner of a full-batch algorithm: its plan, then noisy gradient descent
+    (Kamath, Liu & Zhang 2021, Algorithm 1) with the plan's mean oracle."""
+
+    def run(problem):
+        est, budget, inputs = problem.estimator, problem.budget, _inputs(problem)
+        plan = build_plan(
+            est,
+            inputs.loss,
+            inputs.l2_penalty,
+            budget.n_samples,
+            inputs.shape,
+            budget.rho,
+        )
+        budget_kwargs = {"rho": budget.rho}
+        if getattr(plan.oracle, "approximate_dp", False) and budget.is_private:
+            budget_kwargs = {"epsilon": budget.epsilon, "delta": budget.delta}
+        return noisy_gradient_descent(
+            inputs.design,
+            problem.target,
+            inputs.loss,
+            plan.oracle,
+            n_outputs=problem.n_outputs,
+            **budget_kwargs,
+            max_iter=plan.max_iter,
+            learning_rate=plan.learning_rate,
+            l2_penalty=inputs.l2_penalty,
+            radius=plan.radius,
+            averaging=plan.averaging,
+            sample_weight=inputs.sample_weight,
+            verbose=est.verbose,
+            rng=problem.rng,
+        )
+
+    return run
+
+
+def _sgd(build_plan):
+    """Runner of a Poisson-batch algorithm: its plan, then noisy SGD."""
+
+    def run(problem):
+        est, budget, inputs = problem.estimator, problem.budget, _inputs(problem)
+        plan = build_plan(
+            est, inputs.loss, inputs.l2_penalty, budget.n_samples, inputs.shape, None
+        )
+        return noisy_sgd(
+            inputs.design,
+            problem.target,
+            inputs.loss,
+            plan.make_oracle,
+            n_outputs=problem.n_outputs,
+            epsilon=budget.epsilon,
+            delta=budget.delta,
+            sampling_rate=plan.sampling_rate,
+            n_epochs=plan.n_epochs,
+            learning_rate=plan.learning_rate,
+            l2_penalty=inputs.l2_penalty,
+            radius=plan.radius,
+            averaging=plan.averaging,
+            n_stages=plan.n_stages,
+            sample_weight=inputs.sample_weight,
+            verbose=est.verbose,
+            rng=problem.rng,
+        )
+
+    return run
+
+
+def _run_sample_aggregate(problem):
+    """Sample and aggregate (Wang et al. 2020, Algorithm 2) over the public
+    ball of radius ``radius``."""
+    est, budget, inputs = problem.estimator, problem.budget, _inputs(problem)
+    radius = _DEFAULT_TRUNCATED_RADIUS if est.radius is None else est.radius
+    return sample_and_aggregate(
+        inputs.design.matrix(),
+        problem.target,
+        inputs.loss,
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+        radius=radius,
+        fit_intercept=est.fit_intercept,
+        l2_penalty=inputs.l2_penalty,
+        n_outputs=problem.n_outputs,
+        rng=problem.rng,
+    )
+
+
+def _accountant(oracle_class):
+    # Exact GDP composition applies where every mechanism is Gaussian.
+    return "gdp" if oracle_class.all_gaussian else "zcdp"
+
+
+#: The algorithms (every entry is audited in tests/audit). "class_weight": public
+#: per-record weights keep the oracle's sensitivity (weights <= 1 after clipping).
+_ALGORITHMS = registry(
+    Algorithm(
+        "clipped_gd",
+        _gradient_descent(_plan_clipped),
+        _accountant(ClippedMeanOracle),
+        supports=frozenset({"class_weight"}),
     ),
-    "axis_truncated_mean_gd": (
-        _make_truncated_planner(AxisTruncatedMeanOracle, axis=True),
-        AxisTruncatedMeanOracle.all_gaussian,
-        False,
+    Algorithm(
+        "catoni_gd",
+        _gradient_descent(_plan_catoni),
+        _accountant(CatoniMeanOracle),
+        supports=frozenset({"class_weight"}),
     ),
-    "smooth_sensitivity_gd": (
-        _plan_smooth_sensitivity,
-        SmoothSensitivityTrimmedMeanOracle.all_gaussian,
-        False,
+    Algorithm(
+        "truncated_mean_gd",
+        _gradient_descent(_make_truncated_planner(TruncatedMeanOracle, axis=False)),
+        _accountant(TruncatedMeanOracle),
     ),
-    "sample_aggregate": (_plan_sample_aggregate, False, False),
-    "dp_sgd": (_make_sgd_planner(PerExampleClipBatchOracle, "suffix", 1), False, True),
-    "aclipped_sgd": (
-        _make_sgd_planner(AveragedClipBatchOracle, "uniform", 1, _ACLIP_STEP_DIVISOR),
-        False,
-        True,
+    Algorithm(
+        "axis_truncated_mean_gd",
+        _gradient_descent(_make_truncated_planner(AxisTruncatedMeanOracle, axis=True)),
+        _accountant(AxisTruncatedMeanOracle),
     ),
-    "r_aclipped_sgd": (
-        _make_sgd_planner(
-            AveragedClipBatchOracle, "uniform", _RESTART_STAGES, _ACLIP_STEP_DIVISOR
+    Algorithm("smooth_sensitivity_gd", _gradient_descent(_plan_smooth_sensitivity)),
+    Algorithm("sample_aggregate", _run_sample_aggregate),
+    Algorithm(
+        "dp_sgd",
+        _sgd(_make_sgd_planner(PerExampleClipBatchOracle, "suffix", 1)),
+        supports=frozenset({"class_weight"}),
+    ),
+    Algorithm(
+        "aclipped_sgd",
+        _sgd(
+            _make_sgd_planner(
+                AveragedClipBatchOracle, "uniform", 1, _ACLIP_STEP_DIVISOR
+            )
         ),
-        False,
-        True,
+        supports=frozenset({"class_weight"}),
     ),
-}
+    Algorithm(
+        "r_aclipped_sgd",
+        _sgd(
+            _make_sgd_planner(
+                AveragedClipBatchOracle,
+                "uniform",
+                _RESTART_STAGES,
+                _ACLIP_STEP_DIVISOR,
+            )
+        ),
+        supports=frozenset({"class_weight"}),
+    ),
+)
 
 
 class _HeavyTailedBase(DPLinearModel):
@@ -355,16 +490,8 @@ class _HeavyTailedBase(DPLinearModel):
         "verbose": ["verbose"],
     }
 
-    def _budget_accountant(self):
-        if self.algorithm in (
-            "sample_aggregate",
-            "smooth_sensitivity_gd",
-            "dp_sgd",
-            "aclipped_sgd",
-            "r_aclipped_sgd",
-        ):
-            return None
-        return "gdp" if _ALGORITHMS[self.algorithm][1] else "zcdp"
+    def _algorithm(self, n_outputs):
+        return _ALGORITHMS[self.algorithm]
 
     def _sample_weight(self, target):
         """``None``, or per-record weights and their public normaliser.
@@ -379,87 +506,6 @@ class _HeavyTailedBase(DPLinearModel):
         # The solvers read the data through a design: the released scaling is
         # folded into its products where that is accurate (no standardised copy).
         return standardised_design(X, self.fit_intercept, x_scaling)
-
-    def _run_algorithm(self, X, target, n_outputs, budget, rng):
-        loss = self._loss(n_outputs)
-        design = (
-            X if isinstance(X, LinearDesign) else LinearDesign(X, self.fit_intercept)
-        )
-        shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
-        weighting = self._sample_weight(target)
-        l2_penalty = self._l2_penalty(budget.n_samples)
-        sample_weight = None
-        if weighting is not None:
-            # Weights w_i enter as w_i / W <= 1 after clipping (sensitivity
-            # unchanged); dividing the penalty by W too keeps the minimiser of
-            # (1/n) sum w_i loss_i + (lambda/2)||w||^2. W is the largest weight of
-            # the public table over classes_, never the largest over the records:
-            # that one depends on which labels occur in the private y, and would
-            # rescale every record's contribution, the penalty and the step size
-            # between neighbours (tested).
-            sample_weight, top = weighting
-            sample_weight, l2_penalty = sample_weight / top, l2_penalty / top
-        build_plan, all_gaussian, weighted = _ALGORITHMS[self.algorithm]
-        if sample_weight is not None and not weighted:
-            raise ValueError(
-                f"{type(self).__name__}: class_weight is not supported by "
-                f"algorithm={self.algorithm!r} (its sensitivity analysis assumes "
-                "unweighted records); use 'clipped_gd' or 'catoni_gd'."
-            )
-        rho = budget.rho
-        plan = build_plan(self, loss, l2_penalty, budget.n_samples, shape, rho)
-        if isinstance(plan, _SampleAggregatePlan):
-            return sample_and_aggregate(
-                design.matrix(),
-                target,
-                loss,
-                epsilon=budget.epsilon,
-                delta=budget.delta,
-                radius=plan.radius,
-                fit_intercept=self.fit_intercept,
-                l2_penalty=l2_penalty,
-                n_outputs=n_outputs,
-                rng=rng,
-            )
-        if isinstance(plan, _SGDPlan):
-            return noisy_sgd(
-                design,
-                target,
-                loss,
-                plan.make_oracle,
-                n_outputs=n_outputs,
-                epsilon=budget.epsilon,
-                delta=budget.delta,
-                sampling_rate=plan.sampling_rate,
-                n_epochs=plan.n_epochs,
-                learning_rate=plan.learning_rate,
-                l2_penalty=l2_penalty,
-                radius=plan.radius,
-                averaging=plan.averaging,
-                n_stages=plan.n_stages,
-                sample_weight=sample_weight,
-                verbose=self.verbose,
-                rng=rng,
-            )
-        budget_kwargs = {"rho": rho}
-        if getattr(plan.oracle, "approximate_dp", False) and budget.is_private:
-            budget_kwargs = {"epsilon": budget.epsilon, "delta": budget.delta}
-        return noisy_gradient_descent(
-            design,
-            target,
-            loss,
-            plan.oracle,
-            n_outputs=n_outputs,
-            **budget_kwargs,
-            max_iter=plan.max_iter,
-            learning_rate=plan.learning_rate,
-            l2_penalty=l2_penalty,
-            radius=plan.radius,
-            averaging=plan.averaging,
-            sample_weight=sample_weight,
-            verbose=self.verbose,
-            rng=rng,
-        )
 
 
 _SHARED_PARAMS_DOC = """
@@ -845,6 +891,21 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
 
     def _loss(self, n_outputs):
         return get_loss("logistic" if n_outputs == 1 else "multinomial")
+
+    def _check_supported(self, algorithm):
+        if (
+            self.class_weight is not None
+            and not (isinstance(self.class_weight, str))
+            and "class_weight" not in algorithm.supports
+        ):
+            supported = [
+                name for name, a in _ALGORITHMS.items() if "class_weight" in a.supports
+            ]
+            raise ValueError(
+                f"{type(self).__name__}: class_weight is not supported by "
+                f"algorithm={self.algorithm!r} (its sensitivity analysis assumes "
+                f"unweighted records); use one of {supported}."
+            )
 
     def _sample_weight(self, target):
         if self.class_weight is None:

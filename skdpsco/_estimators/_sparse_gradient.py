@@ -34,6 +34,7 @@ from .._sparse_rows import ROW_BOUND_SLACK, enforce_row_bounds
 from ..privacy._mechanisms import GaussianMechanism
 from ..privacy._params import PositiveFinite, PublicBound
 from ..utils._compat import Interval, StrOptions, check_is_fitted, validate_data
+from ._algorithm import Algorithm, registry
 from ._base import (
     SCALING_PARAM_DOC,
     DPClassifierMixin,
@@ -68,6 +69,10 @@ class _Problem:
         ``H``: smoothness of a per-example loss.
     radius : float or None
         l2 ball constraint (squared loss only).
+    coef_norm_bound : float
+        ``D``: the declared or automatic bound on the coefficients' l2 norm.
+    budget : AlgorithmBudget
+    rng : numpy.random.Generator
     """
 
     design: LinearDesign
@@ -80,6 +85,9 @@ class _Problem:
     lipschitz: float
     smoothness: float
     radius: float | None
+    coef_norm_bound: float
+    budget: object
+    rng: object
 
 
 def _fit_output_perturbation(est, problem, l2_penalty, budget, rng):
@@ -170,7 +178,7 @@ def _sgd_params(est, problem, l2_penalty, budget):
         sparsity=problem.sparsity,
         n_outputs=problem.n_outputs,
         learning_rate=est.learning_rate,
-        coef_norm_bound=est.coef_norm_bound_,
+        coef_norm_bound=problem.coef_norm_bound,
         radius=problem.radius,
         l2_penalty=l2_penalty,
         convex=True,
@@ -213,7 +221,7 @@ def _fit_sparse_exponential(est, problem, l2_penalty, budget, rng):
         loss_bound=est.loss_bound,
         norm_bound=problem.lipschitz,
         sparsity=problem.sparsity,
-        radius=est.coef_norm_bound_ if problem.radius is None else problem.radius,
+        radius=problem.coef_norm_bound if problem.radius is None else problem.radius,
         confidence=est.confidence,
         n_outputs=problem.n_outputs,
         rng=rng,
@@ -221,16 +229,53 @@ def _fit_sparse_exponential(est, problem, l2_penalty, budget, rng):
     return result, None
 
 
-#: algorithm name -> (runner, needs delta > 0, min n_samples). Every entry is
-#: audited in tests/audit.
-_ALGORITHMS = {
-    "output_perturbation": (_fit_output_perturbation, False, 2),
-    "projection_gd": (_fit_projection_gd, False, 2),
-    "l1_recovery_gd": (_fit_l1_recovery_gd, True, 2),
-    "bias_reduced_sgd": (_fit_bias_reduced_sgd, True, 2),
-    "boosted_sgd": (_fit_boosted_sgd, True, 2),
-    "sparse_exponential": (_fit_sparse_exponential, False, 2),
-}
+def _runner(fit):
+    """Runner of a sparse-gradient algorithm: the public constants of the fit
+    (bounds enforced per row, ``L``, ``H``, ``s``, ``D``, ``lambda``), then
+    ``fit``; the intercept is released as its column's value times its
+    coefficient (post-processing)."""
+
+    def run(fit_problem):
+        est = fit_problem.estimator
+        sparsity = est._fitted_sparsity(fit_problem.released_row_nnz)
+        problem = est._problem(fit_problem, sparsity)
+        l2_penalty = est._l2_penalty(problem)
+        result, noise_scale = fit(est, problem, l2_penalty, problem.budget, problem.rng)
+        coef = np.array(result.coef, dtype=float)
+        if est.fit_intercept:
+            coef[fit_problem.n_features] *= est._intercept_column()
+        attributes = {
+            "sparsity_": sparsity,
+            "coef_norm_bound_": problem.coef_norm_bound,
+            "alpha_": float(l2_penalty),
+            "noise_scale_": None if noise_scale is None else float(noise_scale),
+        }
+        return replace(result, coef=coef, attributes=attributes)
+
+    return run
+
+
+#: The algorithms (every entry is audited in tests/audit). With delta > 0 the
+#: gradient descents take a zCDP budget ("gdp": Gaussian throughout) and output
+#: perturbation one Gaussian calibrated to (epsilon, delta) ("gdp-epsilon"): the
+#: scaling's Gaussians compose with them exactly.
+_ALGORITHMS = registry(
+    Algorithm(
+        "output_perturbation",
+        _runner(_fit_output_perturbation),
+        "gdp-epsilon",
+        requires_delta=False,
+    ),
+    Algorithm(
+        "projection_gd", _runner(_fit_projection_gd), "gdp", requires_delta=False
+    ),
+    Algorithm("l1_recovery_gd", _runner(_fit_l1_recovery_gd), "gdp"),
+    Algorithm("bias_reduced_sgd", _runner(_fit_bias_reduced_sgd)),
+    Algorithm("boosted_sgd", _runner(_fit_boosted_sgd)),
+    Algorithm(
+        "sparse_exponential", _runner(_fit_sparse_exponential), requires_delta=False
+    ),
+)
 
 
 class _SparseGradientBase(DPLinearModel):
@@ -273,39 +318,26 @@ class _SparseGradientBase(DPLinearModel):
         """
         return super().fit(X, y, **fit_params)
 
-    def _algorithm_requirements(self):
-        _, requires_delta, min_samples = _ALGORITHMS[self.algorithm]
-        return requires_delta, min_samples
+    def _algorithm(self, n_outputs):
+        return _ALGORITHMS[self.algorithm]
 
-    def _budget_accountant(self):
-        # With delta > 0 these are Gaussian throughout: the gradient descents take
-        # a zCDP budget, output perturbation one Gaussian calibrated to (epsilon,
-        # delta); the scaling's Gaussians compose with them exactly.
-        if self.delta == 0:
-            return None
-        if self.algorithm in ("projection_gd", "l1_recovery_gd"):
-            return "gdp"
-        if self.algorithm == "output_perturbation":
-            return "gdp-epsilon"
-        return None
+    def _fitted_sparsity(self, released_row_nnz):
+        """The sparsity the fit (and predict) use: the declared ``sparsity``, else
+        the typical number of non-zeros per row released by the private scaling
+        of sparse input (public from then on), else None (``n_features``)."""
+        return self.sparsity if self.sparsity is not None else released_row_nnz
 
-    def _effective_sparsity(self):
-        """The declared ``sparsity``, else the privately released typical number of
-        non-zeros per row (``scaling="private"`` on sparse input), else None."""
-        if self.sparsity is not None:
-            return self.sparsity
-        return getattr(self, "sparsity_", None)
-
-    def _enforce(self, X):
+    def _enforce(self, X, sparsity):
         return enforce_row_bounds(
             X,
-            sparsity=self._effective_sparsity(),
+            sparsity=sparsity,
             row_norm_bound=self.row_norm_bound,
             method=self.sparsity_enforcement,
         )
 
-    def _check_public(self, n_features, budget):
+    def _check_supported(self, algorithm):
         """Checks on public values only (the sizes, the parameters)."""
+        n_features = self.n_features_in_
         name = type(self).__name__
         if self.sparsity is not None and self.sparsity > n_features:
             raise ValueError(
@@ -320,20 +352,19 @@ class _SparseGradientBase(DPLinearModel):
             return self.row_norm_bound / INTERCEPT_COLUMN_RATIO
         return 1.0
 
-    def _public_constants(self, n_features, n_outputs):
+    def _public_constants(self, n_features, n_outputs, sparsity):
         """``(C, s, p)``: row bound, gradient sparsity, number of parameters."""
         # The enforced rows satisfy ||x|| <= C_x (1 + slack) (see enforce_row_bounds);
         # the intercept column adds a to the row (l1: ||x||_1 + a <= C sqrt(s + 1)
         # by Cauchy-Schwarz, as with a = 1).
         c_x = self.row_norm_bound * (1.0 + ROW_BOUND_SLACK)
         row_bound = math.hypot(c_x, self.fit_intercept * self._intercept_column())
-        sparsity = self._effective_sparsity()
         s_x = n_features if sparsity is None else sparsity
         sparsity = (s_x + int(self.fit_intercept)) * n_outputs
         n_params = (n_features + int(self.fit_intercept)) * n_outputs
         return row_bound, sparsity, n_params
 
-    def _coef_norm_bound(self, n_features, n_outputs, budget):
+    def _coef_norm_bound(self, n_features, n_outputs, budget, sparsity):
         """``D``: the declared ``coef_norm_bound``, or the public rule of
         :func:`auto_coef_norm_bound` (``"output_perturbation"``; 1.0 for the other
         algorithms). Reads the sizes, the budget and the released sparsity only."""
@@ -341,12 +372,13 @@ class _SparseGradientBase(DPLinearModel):
             return float(self.coef_norm_bound)
         if self.algorithm != "output_perturbation":
             return 1.0
-        # A provisional D for the squared loss's L (the Gaussian rule does not
+        # A provisional D = 1 for the squared loss's L (the Gaussian rule does not
         # depend on L: it cancels between the penalty and the sensitivity).
-        self.coef_norm_bound_ = 1.0
-        row_bound, sparsity, n_params = self._public_constants(n_features, n_outputs)
-        loss, _, _ = self._loss(n_outputs, np.zeros(0))
-        lipschitz, smoothness = self._lipschitz_smoothness(loss, row_bound)
+        row_bound, sparsity, n_params = self._public_constants(
+            n_features, n_outputs, sparsity
+        )
+        loss, _, _ = self._loss(n_outputs, np.zeros(0), 1.0)
+        lipschitz, smoothness = self._lipschitz_smoothness(loss, row_bound, 1.0)
         return auto_coef_norm_bound(
             lipschitz=lipschitz,
             smoothness=smoothness,
@@ -360,15 +392,26 @@ class _SparseGradientBase(DPLinearModel):
             confidence=self.confidence,
         )
 
-    def _problem(self, X, target, n_outputs):
+    def _problem(self, fit_problem, sparsity):
+        """The fit's public constants (:class:`_Problem`); reads no data but
+        through the enforced design."""
+        n_features, n_outputs = fit_problem.n_features, fit_problem.n_outputs
+        budget = fit_problem.budget
+        coef_norm_bound = self._coef_norm_bound(n_features, n_outputs, budget, sparsity)
         design = LinearDesign(
-            self._enforce(X),
+            self._enforce(fit_problem.X, sparsity),
             self.fit_intercept,
             intercept_column=self._intercept_column(),
         )
-        loss, radius, target = self._loss(n_outputs, target)
-        row_bound, sparsity, n_params = self._public_constants(X.shape[1], n_outputs)
-        lipschitz, smoothness = self._lipschitz_smoothness(loss, row_bound)
+        loss, radius, target = self._loss(
+            n_outputs, fit_problem.target, coef_norm_bound
+        )
+        row_bound, sparsity, n_params = self._public_constants(
+            n_features, n_outputs, sparsity
+        )
+        lipschitz, smoothness = self._lipschitz_smoothness(
+            loss, row_bound, coef_norm_bound
+        )
         return _Problem(
             design=design,
             target=target,
@@ -380,35 +423,17 @@ class _SparseGradientBase(DPLinearModel):
             lipschitz=lipschitz,
             smoothness=smoothness,
             radius=radius,
+            coef_norm_bound=coef_norm_bound,
+            budget=budget,
+            rng=fit_problem.rng,
         )
 
-    def _run_algorithm(self, X, target, n_outputs, budget, rng):
-        # The sparsity the fit (and predict) use: declared, or released by the
-        # private scaling (public from then on), or None (n_features).
-        self.sparsity_ = (
-            self.sparsity if self.sparsity is not None else self._released_row_nnz
-        )
-        self._check_public(X.shape[1], budget)
-        self.coef_norm_bound_ = self._coef_norm_bound(X.shape[1], n_outputs, budget)
-        problem = self._problem(X, target, n_outputs)
-        l2_penalty = self._l2_penalty(problem, budget)
-        run, _, _ = _ALGORITHMS[self.algorithm]
-        result, noise_scale = run(self, problem, l2_penalty, budget, rng)
-        if self.fit_intercept:
-            # The intercept is the column's value times its coefficient
-            # (post-processing of the released coefficient).
-            coef = np.array(result.coef, dtype=float)
-            coef[X.shape[1]] *= self._intercept_column()
-            result = replace(result, coef=coef)
-        self.alpha_ = float(l2_penalty)
-        self.noise_scale_ = None if noise_scale is None else float(noise_scale)
-        return result
-
-    def _auto_l2_penalty(self, problem, budget):
+    def _auto_l2_penalty(self, problem):
+        budget = problem.budget
         return auto_l2_penalty(
             lipschitz=problem.lipschitz,
             smoothness=problem.smoothness,
-            coef_norm_bound=self.coef_norm_bound_,
+            coef_norm_bound=problem.coef_norm_bound,
             n_samples=budget.n_samples,
             n_params=problem.n_params,
             sparsity=problem.sparsity,
@@ -424,7 +449,8 @@ class _SparseGradientBase(DPLinearModel):
             self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False
         )
         if self.feature_scale_ is None:
-            return np.asarray(self._enforce(X) @ self.coef_.T + self.intercept_)
+            enforced = self._enforce(X, self.sparsity_)
+            return np.asarray(enforced @ self.coef_.T + self.intercept_)
         # The per-row map acts on the standardised rows, as in fit; with coef_ in
         # the original units, enforce((x - c) / s) . (coef_ s) + intercept_ +
         # coef_ . c is the fitted model's prediction (post-processing).
@@ -434,7 +460,9 @@ class _SparseGradientBase(DPLinearModel):
         center, scale = scaling.center, scaling.scale
         Xs = scaling.transform(X)
         coef = np.atleast_2d(self.coef_)
-        Z = self._enforce(Xs) @ (coef * scale).T + (coef @ center + self.intercept_)
+        Z = self._enforce(Xs, self.sparsity_) @ (coef * scale).T + (
+            coef @ center + self.intercept_
+        )
         return np.asarray(Z).reshape(-1) if np.ndim(self.coef_) == 1 else np.asarray(Z)
 
 
@@ -467,7 +495,7 @@ default="output_perturbation"
           ``benchmarks/sparse.py``): solve the L2-regularised problem, certify
           ``||w - w*|| <= tol_w`` before release (no certificate, no release:
           :class:`~skdpsco.exceptions.CertificationError`), add Gaussian noise
-          (``delta > 0``) of l2-sensitivity ``2 L / (alpha_ n) + 2 tol_w`` or
+          (``delta > 0``) of l2-sensitivity ``2 L / alpha_ + 2 tol_w`` or
           Laplace noise (``delta = 0``) on every coordinate. Its prediction error
           depends on ``sparsity`` and ``log(n_features)``, not on ``n_features``
           (Thms 7.1, 7.6). Cost: one regularised GLM solve, ``O(nnz)`` per
@@ -537,7 +565,7 @@ default="output_perturbation"
         largest ``D`` whose Thm 7.6 penalty keeps the released point's noise on
         the prediction of a row at the bound ``C`` at a standard deviation of at
         most 0.25 (logits, or standardised target units): the noise per
-        coordinate is proportional to the sensitivity ``2 L / (alpha_ n)`` of
+        coordinate is proportional to the sensitivity ``2 L / alpha_`` of
         Thm 7.1, so ``D`` grows about as ``sqrt(n)`` and with ``epsilon``. A
         public function of ``n``, ``n_features``, the budget left to the
         algorithm, ``delta``, ``sparsity_`` (declared or privately released),
@@ -560,7 +588,7 @@ default="output_perturbation"
         drawn by its privacy filter, independently of the data).
     tol : float, default=1e-3
         Relative accuracy of the certified solve, in ``(0, 1)``: the certified
-        distance is ``tol_w = tol * 2 L / (alpha_ n)``, fixed before the solve, and
+        distance is ``tol_w = tol * 2 L / alpha_``, fixed before the solve, and
         the noise grows by the factor ``1 + 2 tol``. ``tol_w`` is floored at a
         public bound above floating-point rounding (tiny ``tol`` at large ``n``),
         so the certificate can never fail on some data and not on other data.
@@ -568,7 +596,7 @@ default="output_perturbation"
         ``beta`` of the automatic penalty formula, of the SGD's and the net's
         parameters and of boosting (an accuracy parameter, never a privacy one).
     learning_rate : "auto" or float, default="auto"
-        Step size of the ``*_gd`` algorithms (``"auto"``: ``1 / (H + alpha_)``, the
+        Step size of the ``*_gd`` algorithms (``"auto"``: ``1 / (H + alpha_ / n)``, the
         inverse of the enforced rows' smoothness bound) and of the ``*_sgd`` ones
         (``"auto"``: Theorem 5.7's ``D / (nu sqrt(tau))`` from public bounds).
     loss_bound : float, default=1.0
@@ -595,9 +623,9 @@ _SHARED_ATTRS_DOC = """
         The ``D`` used: ``coef_norm_bound``, or the value of its public ``"auto"``
         rule.
     alpha_ : float
-        The penalty ``lambda`` of the mean-scaled objective actually used (public:
-        computed from the parameters, ``n``, ``n_features`` and the released
-        ``sparsity_`` only).
+        The ridge strength actually used, in ``alpha``'s units (the mean-scaled
+        objective's ``lambda`` is ``alpha_ / n``; public: computed from the
+        parameters, ``n``, ``n_features`` and the released ``sparsity_`` only).
     noise_scale_ : float or None
         Per-coordinate noise: of the released point (``"output_perturbation"``) or
         of each gradient estimate (``*_gd``); the Gaussian standard deviation, or
@@ -692,7 +720,12 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
     Parameters
     ----------{_SHARED_PARAMS_DOC}
     alpha : "auto" or float, default="auto"
-        L2 penalty ``lambda > 0`` of the mean-scaled objective. ``"auto"`` is the
+        Ridge strength, as :class:`~sklearn.linear_model.Ridge`'s ``alpha``
+        (``||y - X w - b||^2 + alpha ||w||^2``: the mean-scaled objective's
+        ``lambda = alpha / n``; the same value means the same penalty in every
+        skdpsco regressor), on the scaled coefficients; unlike ``Ridge`` the
+        intercept column is penalised too, as output perturbation's sensitivity
+        needs strong convexity in every direction. ``"auto"`` is the
         SCO choice of Thm 7.6 with constant 1 (the paper leaves it unspecified):
         ``(L / D) sqrt(ln(n) ln(1/beta) / n + sqrt(s ln(1/delta) ln(p / beta)) /
         (epsilon n))`` (``p`` parameters), from public values only. Output
@@ -794,8 +827,8 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         "target_bound": [None, PublicBound()],
     }
 
-    def _check_public(self, n_features, budget):
-        super()._check_public(n_features, budget)
+    def _check_supported(self, algorithm):
+        super()._check_supported(algorithm)
         name = type(self).__name__
         if self.loss == "squared_error":
             if self.target_bound is None:
@@ -804,7 +837,7 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
                     "targets; set the public target_bound (targets are clipped to "
                     "[-target_bound, target_bound]) or use loss='huber'."
                 )
-            if budget.delta == 0 and self.algorithm == "output_perturbation":
+            if self.delta == 0 and algorithm.name == "output_perturbation":
                 raise ValueError(
                     f"{name}: loss='squared_error' with delta=0 is not supported by "
                     "algorithm='output_perturbation': pure-DP output perturbation "
@@ -812,23 +845,23 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
                     "loss='huber' or delta > 0."
                 )
 
-    def _loss(self, n_outputs, target):
+    def _loss(self, n_outputs, target, coef_norm_bound):
         if self.loss == "huber":
             return get_loss("huber", threshold=self.huber_delta), None, target
         # Per-record clipping of the target: costs no privacy.
         clipped = np.clip(target, -self.target_bound, self.target_bound)
-        return get_loss("squared"), self.coef_norm_bound_, clipped
+        return get_loss("squared"), coef_norm_bound, clipped
 
-    def _lipschitz_smoothness(self, loss, row_bound):
+    def _lipschitz_smoothness(self, loss, row_bound, coef_norm_bound):
         if self.loss == "huber":
             return _lipschitz_smoothness_glm(loss, row_bound)
         # |phi'(z, y)| = |z - y| <= R C + C_y on the ball ||w~|| <= R.
-        sup_derivative = self.coef_norm_bound_ * row_bound + self.target_bound
+        sup_derivative = coef_norm_bound * row_bound + self.target_bound
         return sup_derivative * row_bound, row_bound**2
 
-    def _l2_penalty(self, problem, budget):
+    def _l2_penalty(self, problem):
         if self.alpha == "auto":
-            return self._auto_l2_penalty(problem, budget)
+            return self._auto_l2_penalty(problem)
         return float(self.alpha)
 
 
@@ -848,7 +881,7 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
     C : "auto" or float, default="auto"
         Inverse regularisation strength, as in
         :class:`~sklearn.linear_model.LogisticRegression`: the mean-scaled penalty
-        is ``alpha_ = 1 / (C n)``. ``"auto"`` uses the SCO choice of Thm 7.6 with
+        is ``1 / (C n)`` (``alpha_ = 1 / C``). ``"auto"`` uses the SCO choice of Thm 7.6 with
         constant 1 (see ``SparseGradientDPRegressor``'s ``alpha``); output
         perturbation needs much stronger regularisation than the usual ``C = 1``
         (its noise is ``2 L C`` per coordinate), so prefer ``"auto"``.
@@ -940,15 +973,15 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
         "classes": [None, "array-like"],
     }
 
-    def _loss(self, n_outputs, target):
+    def _loss(self, n_outputs, target, coef_norm_bound):
         return get_loss("logistic" if n_outputs == 1 else "multinomial"), None, target
 
-    def _lipschitz_smoothness(self, loss, row_bound):
+    def _lipschitz_smoothness(self, loss, row_bound, coef_norm_bound):
         # MultinomialLoss: ||softmax - e_y|| <= sqrt(2), Hessian <= 1/2.
         return _lipschitz_smoothness_glm(loss, row_bound)
 
-    def _l2_penalty(self, problem, budget):
+    def _l2_penalty(self, problem):
         if self.C == "auto":
-            return self._auto_l2_penalty(problem, budget)
+            return self._auto_l2_penalty(problem)
         # LogisticRegression's C sum(loss) + ||w||^2 / 2, divided by C n.
-        return 1.0 / (float(self.C) * budget.n_samples)
+        return 1.0 / (float(self.C) * problem.budget.n_samples)

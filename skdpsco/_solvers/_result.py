@@ -1,6 +1,6 @@
 """What every private solver returns."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -14,3 +14,6 @@ class SolverResult:
     coef: np.ndarray
     n_iter: int
     records: list
+    #: Public values the algorithm chose from public inputs (e.g. an automatic
+    #: penalty), stored by the estimator as fitted attributes.
+    attributes: dict = field(default_factory=dict)

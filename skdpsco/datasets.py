@@ -19,8 +19,11 @@ References
 
 import math
 import numbers
+from typing import NamedTuple
 
 import numpy as np
+
+from .utils._validation import check_int, check_real
 
 __all__ = [
     "make_heavy_tailed_regression",
@@ -67,50 +70,69 @@ def _check_generator(random_state):
     )
 
 
-def _check_int(value, name, minimum, maximum=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer; got {value!r}.")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}; got {value}.")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}; got {value}.")
-    return value
-
-
-def _check_real(
-    value, name, *, low=None, strict_low=False, high=None, strict_high=False
-):
-    """Check a finite real scalar lying in the requested interval."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number; got {value!r}.")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite; got {value}.")
-    if low is not None:
-        if strict_low and not value > low:
-            raise ValueError(f"{name} must be > {low}; got {value}.")
-        if not strict_low and not value >= low:
-            raise ValueError(f"{name} must be >= {low}; got {value}.")
-    if high is not None:
-        if strict_high and not value < high:
-            raise ValueError(f"{name} must be < {high}; got {value}.")
-        if not strict_high and not value <= high:
-            raise ValueError(f"{name} must be <= {high}; got {value}.")
-    return value
-
-
 def _check_distribution(value, name, valid):
     if not isinstance(value, str) or value not in valid:
         raise ValueError(f"{name} must be one of {sorted(valid)}; got {value!r}.")
     return value
 
 
-def _check_shape_params(df, sigma, alpha_pareto):
-    df = _check_real(df, "df", low=0.0, strict_low=True)
-    sigma = _check_real(sigma, "sigma", low=0.0, strict_low=True)
-    alpha_pareto = _check_real(alpha_pareto, "alpha_pareto", low=0.0, strict_low=True)
-    return df, sigma, alpha_pareto
+class _LinearModel(NamedTuple):
+    """The validated parameters the two linear generators share."""
+
+    n_samples: int
+    n_features: int
+    n_informative: int
+    coef_norm: float
+    noise_scale: float
+    feature_distribution: str
+    noise_distribution: str
+    shape: dict
+
+
+def _check_linear_model(
+    n_samples,
+    n_features,
+    feature_distribution,
+    noise_distribution,
+    noise_scale,
+    coef_norm,
+    n_informative,
+    df,
+    sigma,
+    alpha_pareto,
+):
+    """Validate the parameters of a linear model with heavy-tailed draws."""
+    n_samples = check_int(n_samples, "n_samples", low=1)
+    n_features = check_int(n_features, "n_features", low=1)
+    feature_distribution = _check_distribution(
+        feature_distribution, "feature_distribution", _FEATURE_DISTRIBUTIONS
+    )
+    noise_distribution = _check_distribution(
+        noise_distribution, "noise_distribution", _NOISE_DISTRIBUTIONS
+    )
+    noise_scale = check_real(noise_scale, "noise_scale", low=0.0)
+    coef_norm = check_real(coef_norm, "coef_norm", low=0.0)
+    if n_informative is None:
+        n_informative = n_features
+    n_informative = check_int(n_informative, "n_informative", low=1, high=n_features)
+    shape = {
+        name: check_real(value, name, low=0.0, low_open=True)
+        for name, value in (
+            ("df", df),
+            ("sigma", sigma),
+            ("alpha_pareto", alpha_pareto),
+        )
+    }
+    return _LinearModel(
+        n_samples,
+        n_features,
+        n_informative,
+        coef_norm,
+        noise_scale,
+        feature_distribution,
+        noise_distribution,
+        shape,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -179,6 +201,31 @@ def _draw_coef(rng, n_features, n_informative, coef_norm):
         w[0], norm = 1.0, 1.0
     coef[:n_informative] = coef_norm * w / norm
     return coef
+
+
+def _draw_linear_model(rng, model, n_outputs, noise_shape):
+    """``coef`` (one row per output), ``X`` and the centred noise of ``noise_shape``
+    (None for ``"none"``), drawn in this order: ``X`` and ``coef`` do not depend on
+    the noise settings."""
+    coef = np.stack(
+        [
+            _draw_coef(rng, model.n_features, model.n_informative, model.coef_norm)
+            for _ in range(n_outputs)
+        ]
+    )
+    X = _sample(
+        rng,
+        model.feature_distribution,
+        (model.n_samples, model.n_features),
+        standardize=True,
+        **model.shape,
+    )
+    if model.noise_distribution == "none":
+        return coef, X, None
+    noise = _sample(
+        rng, model.noise_distribution, noise_shape, standardize=False, **model.shape
+    )
+    return coef, X, noise
 
 
 def _outlier_count(fraction, n_samples):
@@ -352,36 +399,31 @@ def make_heavy_tailed_regression(
     >>> bool(np.allclose(y, X @ coef + 2.0))
     True
     """
-    n_samples = _check_int(n_samples, "n_samples", 1)
-    n_features = _check_int(n_features, "n_features", 1)
-    feature_distribution = _check_distribution(
-        feature_distribution, "feature_distribution", _FEATURE_DISTRIBUTIONS
+    model = _check_linear_model(
+        n_samples,
+        n_features,
+        feature_distribution,
+        noise_distribution,
+        noise_scale,
+        coef_norm,
+        n_informative,
+        df,
+        sigma,
+        alpha_pareto,
     )
-    noise_distribution = _check_distribution(
-        noise_distribution, "noise_distribution", _NOISE_DISTRIBUTIONS
+    bias = check_real(bias, "bias")
+    outlier_fraction = check_real(
+        outlier_fraction, "outlier_fraction", low=0.0, high=1.0, high_open=True
     )
-    noise_scale = _check_real(noise_scale, "noise_scale", low=0.0)
-    coef_norm = _check_real(coef_norm, "coef_norm", low=0.0)
-    if n_informative is None:
-        n_informative = n_features
-    n_informative = _check_int(n_informative, "n_informative", 1, n_features)
-    bias = _check_real(bias, "bias")
-    df, sigma, alpha_pareto = _check_shape_params(df, sigma, alpha_pareto)
-    outlier_fraction = _check_real(
-        outlier_fraction, "outlier_fraction", low=0.0, high=1.0, strict_high=True
-    )
-    outlier_magnitude = _check_real(outlier_magnitude, "outlier_magnitude")
+    outlier_magnitude = check_real(outlier_magnitude, "outlier_magnitude")
     rng = _check_generator(random_state)
 
-    shape = {"df": df, "sigma": sigma, "alpha_pareto": alpha_pareto}
-    coef = _draw_coef(rng, n_features, n_informative, coef_norm)
-    X = _sample(
-        rng, feature_distribution, (n_samples, n_features), standardize=True, **shape
-    )
+    n_samples = model.n_samples
+    coef, X, noise = _draw_linear_model(rng, model, 1, n_samples)
+    coef = coef[0]
     y = X @ coef + bias
-    if noise_distribution != "none":
-        noise = _sample(rng, noise_distribution, n_samples, standardize=False, **shape)
-        y += noise_scale * noise
+    if noise is not None:
+        y += model.noise_scale * noise
 
     n_outliers = _outlier_count(outlier_fraction, n_samples)
     if n_outliers > 0:
@@ -519,21 +561,19 @@ def make_heavy_tailed_classification(
     >>> sorted(np.unique(y).tolist())
     ['a', 'b', 'c']
     """
-    n_samples = _check_int(n_samples, "n_samples", 1)
-    n_features = _check_int(n_features, "n_features", 1)
-    n_classes = _check_int(n_classes, "n_classes", 2)
-    feature_distribution = _check_distribution(
-        feature_distribution, "feature_distribution", _FEATURE_DISTRIBUTIONS
+    model = _check_linear_model(
+        n_samples,
+        n_features,
+        feature_distribution,
+        noise_distribution,
+        noise_scale,
+        coef_norm,
+        n_informative,
+        df,
+        sigma,
+        alpha_pareto,
     )
-    noise_distribution = _check_distribution(
-        noise_distribution, "noise_distribution", _NOISE_DISTRIBUTIONS
-    )
-    noise_scale = _check_real(noise_scale, "noise_scale", low=0.0)
-    coef_norm = _check_real(coef_norm, "coef_norm", low=0.0)
-    if n_informative is None:
-        n_informative = n_features
-    n_informative = _check_int(n_informative, "n_informative", 1, n_features)
-    df, sigma, alpha_pareto = _check_shape_params(df, sigma, alpha_pareto)
+    n_classes = check_int(n_classes, "n_classes", low=2)
     if label_names is not None:
         if isinstance(label_names, str):
             raise ValueError(
@@ -552,23 +592,13 @@ def make_heavy_tailed_classification(
             )
     rng = _check_generator(random_state)
 
-    shape = {"df": df, "sigma": sigma, "alpha_pareto": alpha_pareto}
     n_outputs = 1 if n_classes == 2 else n_classes
-    coef = np.stack(
-        [
-            _draw_coef(rng, n_features, n_informative, coef_norm)
-            for _ in range(n_outputs)
-        ]
-    )
-    X = _sample(
-        rng, feature_distribution, (n_samples, n_features), standardize=True, **shape
+    coef, X, noise = _draw_linear_model(
+        rng, model, n_outputs, (model.n_samples, n_outputs)
     )
     scores = X @ coef.T
-    if noise_distribution != "none":
-        noise = _sample(
-            rng, noise_distribution, scores.shape, standardize=False, **shape
-        )
-        scores += noise_scale * noise
+    if noise is not None:
+        scores += model.noise_scale * noise
 
     if n_classes == 2:
         coef = coef[0]
@@ -626,10 +656,10 @@ def make_one_hot_classification(
     """
     import scipy.sparse as sp
 
-    n = _check_int(n_samples, "n_samples", 1)
-    fields = _check_int(n_fields, "n_fields", 1)
-    levels = _check_int(n_levels, "n_levels", 1)
-    noise_scale = _check_real(noise_scale, "noise_scale", low=0.0)
+    n = check_int(n_samples, "n_samples", low=1)
+    fields = check_int(n_fields, "n_fields", low=1)
+    levels = check_int(n_levels, "n_levels", low=1)
+    noise_scale = check_real(noise_scale, "noise_scale", low=0.0)
     rng = _check_generator(random_state)
     cols = rng.integers(0, levels, size=(n, fields)) + np.arange(fields) * levels
     X = sp.csr_matrix(

@@ -46,10 +46,12 @@ import dataclasses
 import functools
 import itertools
 import math
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from scipy import integrate, optimize, special
+
+from .utils._validation import check_int, check_real
 
 __all__ = [
     "Box",
@@ -418,30 +420,13 @@ def _lipschitz_mc(support, n_features, r_max, n_samples, seed, batch_support=Non
 
 def _default_mc_samples(n_features, n_samples):
     if n_samples is not None:
-        return _check_int(n_samples, "n_samples", low=2)
+        return check_int(n_samples, "n_samples", low=2)
     return max(16, min(_MC_SAMPLES, _MC_WORK // max(n_features, 1)))
 
 
 # --------------------------------------------------------------------------------------
 # Validation helpers.
 # --------------------------------------------------------------------------------------
-
-
-def _check_positive(value, name):
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}.")
-    value = float(value)
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}.")
-    return value
-
-
-def _check_int(value, name, low=1):
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
-    if value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
-    return int(value)
 
 
 def _frozen_array(a):
@@ -504,7 +489,7 @@ class ConstraintSet(abc.ABC):
                 f"{type(self).__name__}.{what} depends on the dimension: pass "
                 "n_features (or build the set with n_features=...)."
             )
-        return _check_int(d, "n_features")
+        return check_int(d, "n_features", low=1)
 
     def monte_carlo_width(self, n_features=None, n_samples=_MC_SAMPLES, seed=0):
         """Monte-Carlo Gaussian width ``(1/m) sum_j h_C(g_j)``; see
@@ -515,7 +500,55 @@ class ConstraintSet(abc.ABC):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class L2Ball(ConstraintSet):
+class _RadiusSet(ConstraintSet):
+    """A set scaled by one public ``radius > 0``: every set here but the box.
+
+    ``R_max = radius`` unless a subclass says otherwise, and the widths computed by
+    quadrature for the unit set scale with the radius (value and error bound).
+    """
+
+    radius: float = 1.0
+
+    def __post_init__(self):
+        object.__setattr__(
+            self, "radius", check_real(self.radius, "radius", low=0.0, low_open=True)
+        )
+
+    @property
+    def radius_l2(self):
+        return self.radius
+
+    def _quadrature_width(self, value, error):
+        return GaussianWidth(self.radius * value, "quadrature", self.radius * error)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _NormBall(_RadiusSet):
+    """The ball ``{w : norm(w) <= radius}`` of a norm: the support function is
+    ``radius`` times the dual norm, the violation ``norm(w) - radius``, and the
+    set is symmetric, so its diameter is ``2 R_max``."""
+
+    @abc.abstractmethod
+    def norm(self, w):
+        """The norm defining the ball."""
+
+    @abc.abstractmethod
+    def _dual_norm(self, g):
+        """The dual norm, ``max_{norm(u) <= 1} <g, u>``."""
+
+    def support(self, g):
+        return self.radius * self._dual_norm(g)
+
+    def violation(self, w):
+        return max(self.norm(w) - self.radius, 0.0)
+
+    @property
+    def diameter(self):
+        return 2.0 * self.radius_l2
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class L2Ball(_NormBall):
     """The Euclidean ball ``{w : ||w||_2 <= radius}`` (Frobenius for matrices).
 
     Projection ``w min(1, R / ||w||)``; LMO ``-R g / ||g||``; support ``R ||g||_2``;
@@ -534,12 +567,15 @@ class L2Ball(ConstraintSet):
     .. [1] Su, Zhao, Wang, Definition 12 (Gaussian width).
     """
 
-    radius: float = 1.0
     n_features: int | None = None
     name = "l2"
 
-    def __post_init__(self):
-        object.__setattr__(self, "radius", _check_positive(self.radius, "radius"))
+    def norm(self, w):
+        """``||w||_2`` (Frobenius for matrices)."""
+        return float(np.linalg.norm(w))
+
+    def _dual_norm(self, g):
+        return float(np.linalg.norm(g))
 
     def project(self, w):
         return project_l2_ball(_as_float_array(w), self.radius)
@@ -548,20 +584,6 @@ class L2Ball(ConstraintSet):
         g = _as_float_array(g)
         norm = np.linalg.norm(g)
         return np.zeros_like(g) if norm == 0 else -self.radius * g / norm
-
-    def support(self, g):
-        return self.radius * float(np.linalg.norm(g))
-
-    def violation(self, w):
-        return max(float(np.linalg.norm(w)) - self.radius, 0.0)
-
-    @property
-    def radius_l2(self):
-        return self.radius
-
-    @property
-    def diameter(self):
-        return 2.0 * self.radius
 
     @property
     def inradius(self):
@@ -573,7 +595,7 @@ class L2Ball(ConstraintSet):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class L1Ball(ConstraintSet):
+class L1Ball(_NormBall):
     """The l1 ball ``{w : ||w||_1 <= radius}`` (entrywise for matrices).
 
     Projection: sort-based soft thresholding (:func:`project_l1_ball`, Duchi et al.
@@ -595,12 +617,15 @@ class L1Ball(ConstraintSet):
     .. [2] Su, Zhao, Wang, Section 2 (G_C = O(sqrt(log d)) for the l1 ball).
     """
 
-    radius: float = 1.0
     n_features: int | None = None
     name = "l1"
 
-    def __post_init__(self):
-        object.__setattr__(self, "radius", _check_positive(self.radius, "radius"))
+    def norm(self, w):
+        """``||w||_1`` (entrywise for matrices)."""
+        return float(np.abs(w).sum())
+
+    def _dual_norm(self, g):
+        return float(np.max(np.abs(g), initial=0.0))
 
     def project(self, w):
         return project_l1_ball(_as_float_array(w), self.radius)
@@ -614,32 +639,17 @@ class L1Ball(ConstraintSet):
             u.flat[i] = -self.radius * np.sign(flat[i])
         return u
 
-    def support(self, g):
-        return self.radius * float(np.max(np.abs(g), initial=0.0))
-
-    def violation(self, w):
-        return max(float(np.abs(w).sum()) - self.radius, 0.0)
-
-    @property
-    def radius_l2(self):
-        return self.radius
-
-    @property
-    def diameter(self):
-        return 2.0 * self.radius
-
     @property
     def inradius(self):
         return self.radius / math.sqrt(self._dim(None, "inradius"))
 
     def gaussian_width(self, n_features=None, *, n_samples=None, seed=0):
         d = self._dim(n_features, "gaussian_width")
-        value, err = _expected_top_k_abs(d, 1)
-        return GaussianWidth(self.radius * value, "quadrature", self.radius * err)
+        return self._quadrature_width(*_expected_top_k_abs(d, 1))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class LpBall(ConstraintSet):
+class LpBall(_NormBall):
     """The l_p ball ``{w : ||w||_p <= radius}``, ``1 < p < inf``.
 
     **Projection** (certified). For ``||v||_p > R`` the projection is
@@ -681,13 +691,12 @@ class LpBall(ConstraintSet):
     .. [2] Boucheron, Lugosi, Massart (2013), Theorem 5.6 (Monte-Carlo bound).
     """
 
-    radius: float = 1.0
     p: float = 2.0
     n_features: int | None = None
     name = "lp"
 
     def __post_init__(self):
-        object.__setattr__(self, "radius", _check_positive(self.radius, "radius"))
+        super().__post_init__()
         p = self.p
         if (
             isinstance(p, bool)
@@ -744,21 +753,14 @@ class LpBall(ConstraintSet):
         a = a / _stable_pnorm(a.ravel(), self.q)
         return -self.radius * np.sign(g) * a ** (self.q - 1.0)
 
-    def support(self, g):
-        return self.radius * _stable_pnorm(np.abs(_as_float_array(g)).ravel(), self.q)
-
-    def violation(self, w):
-        return max(self.norm(w) - self.radius, 0.0)
+    def _dual_norm(self, g):
+        return _stable_pnorm(np.abs(_as_float_array(g)).ravel(), self.q)
 
     @property
     def radius_l2(self):
         if self.p <= 2.0:
             return self.radius
         return self.radius * self._dim(None, "radius_l2") ** (0.5 - 1.0 / self.p)
-
-    @property
-    def diameter(self):
-        return 2.0 * self.radius_l2
 
     @property
     def inradius(self):
@@ -936,7 +938,7 @@ class Box(ConstraintSet):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class ProbabilitySimplex(ConstraintSet):
+class ProbabilitySimplex(_RadiusSet):
     """The scaled probability simplex ``{w : w >= 0, sum(w) = radius}``.
 
     Projection: sort-based threshold (:func:`project_simplex`, Duchi et al. 2008).
@@ -958,12 +960,8 @@ class ProbabilitySimplex(ConstraintSet):
     .. [2] Condat, L. (2016), Mathematical Programming 158.
     """
 
-    radius: float = 1.0
     n_features: int | None = None
     name = "simplex"
-
-    def __post_init__(self):
-        object.__setattr__(self, "radius", _check_positive(self.radius, "radius"))
 
     def project(self, w):
         return project_simplex(w, self.radius)
@@ -982,10 +980,6 @@ class ProbabilitySimplex(ConstraintSet):
         return max(float(-w.min()), abs(float(w.sum()) - self.radius), 0.0)
 
     @property
-    def radius_l2(self):
-        return self.radius
-
-    @property
     def diameter(self):
         d = self.n_features
         return 0.0 if d == 1 else self.radius * math.sqrt(2.0)
@@ -996,12 +990,11 @@ class ProbabilitySimplex(ConstraintSet):
 
     def gaussian_width(self, n_features=None, *, n_samples=None, seed=0):
         d = self._dim(n_features, "gaussian_width")
-        value, err = _expected_max_normal(d)
-        return GaussianWidth(self.radius * value, "quadrature", self.radius * err)
+        return self._quadrature_width(*_expected_max_normal(d))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class GroupL12Ball(ConstraintSet):
+class GroupL12Ball(_NormBall):
     """The group l_{1,2} ball ``{w : sum_j ||w_{G_j}||_2 <= radius}``.
 
     ``groups`` gives one public group id per coordinate (disjoint groups ``G_j``,
@@ -1033,13 +1026,12 @@ class GroupL12Ball(ConstraintSet):
     .. [2] Duchi, J. et al. (2008), ICML, Figure 1 (the inner l1 projection).
     """
 
-    radius: float = 1.0
     groups: object = None
     n_features: int | None = None
     name = "group_l1"
 
     def __post_init__(self):
-        object.__setattr__(self, "radius", _check_positive(self.radius, "radius"))
+        super().__post_init__()
         if self.groups is None:
             raise ValueError("groups is required for a group l1,2 ball.")
         groups = np.asarray(self.groups)
@@ -1102,24 +1094,17 @@ class GroupL12Ball(ConstraintSet):
             u[sel] = -self.radius * g.ravel()[sel] / norms[j]
         return u.reshape(g.shape)
 
-    def support(self, g):
-        return self.radius * float(self.group_norms(g).max())
+    def norm(self, w):
+        """``sum_j ||w_{G_j}||_2``."""
+        return float(self.group_norms(w).sum())
 
-    def violation(self, w):
-        return max(float(self.group_norms(w).sum()) - self.radius, 0.0)
+    def _dual_norm(self, g):
+        return float(self.group_norms(g).max())
 
     @property
     def n_groups(self):
         """Number ``m`` of groups."""
         return self._n_groups
-
-    @property
-    def radius_l2(self):
-        return self.radius
-
-    @property
-    def diameter(self):
-        return 2.0 * self.radius
 
     @property
     def inradius(self):
@@ -1131,14 +1116,13 @@ class GroupL12Ball(ConstraintSet):
             raise ValueError(f"groups has length {d} but n_features={n_features}.")
         sizes = np.bincount(self._index)
         ks, counts = np.unique(sizes, return_counts=True)
-        value, err = _expected_max_chi(
-            tuple(zip(ks.tolist(), counts.tolist(), strict=True))
+        return self._quadrature_width(
+            *_expected_max_chi(tuple(zip(ks.tolist(), counts.tolist(), strict=True)))
         )
-        return GaussianWidth(self.radius * value, "quadrature", self.radius * err)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class KSparsePolytope(ConstraintSet):
+class KSparsePolytope(_RadiusSet):
     """The k-sparse polytope ``conv{x : ||x||_0 <= k, ||x||_inf <= tau}``
     ``= {x : ||x||_inf <= tau, ||x||_1 <= k tau}``.
 
@@ -1168,14 +1152,13 @@ class KSparsePolytope(ConstraintSet):
     .. [2] Jaggi, M. (2013), ICML, Section 4.
     """
 
-    radius: float = 1.0
     k: int = 1
     n_features: int | None = None
     name = "k_sparse"
 
     def __post_init__(self):
-        object.__setattr__(self, "radius", _check_positive(self.radius, "radius"))
-        object.__setattr__(self, "k", _check_int(self.k, "k"))
+        super().__post_init__()
+        object.__setattr__(self, "k", check_int(self.k, "k", low=1))
         if self.n_features is not None and self.k > self.n_features:
             raise ValueError(f"k={self.k} must be <= n_features={self.n_features}.")
 
@@ -1227,8 +1210,7 @@ class KSparsePolytope(ConstraintSet):
         d = self._dim(n_features, "gaussian_width")
         if self.k > d:
             raise ValueError(f"k={self.k} must be <= n_features={d}.")
-        value, err = _expected_top_k_abs(d, self.k)
-        return GaussianWidth(self.radius * value, "quadrature", self.radius * err)
+        return self._quadrature_width(*_expected_top_k_abs(d, self.k))
 
 
 def _capped_threshold(a, tau, cap):
@@ -1302,7 +1284,7 @@ def make_constraint(name, n_features, radius=1.0, **params):
     -------
     ConstraintSet
     """
-    n_features = _check_int(n_features, "n_features")
+    n_features = check_int(n_features, "n_features", low=1)
     given = {key: val for key, val in params.items() if val is not None}
     if isinstance(name, ConstraintSet):
         if given:
@@ -1323,7 +1305,7 @@ def make_constraint(name, n_features, radius=1.0, **params):
             f"parameter(s) {unexpected} do not apply to constraint {name!r} "
             f"(it takes {list(allowed) or 'no extra parameters'})."
         )
-    radius = _check_positive(radius, "radius")
+    radius = check_real(radius, "radius", low=0.0, low_open=True)
     if kind == "l2":
         return L2Ball(radius, n_features=n_features)
     if kind == "l1":
@@ -1426,6 +1408,6 @@ def monte_carlo_gaussian_width(
     GaussianWidth
     """
     d = constraint._dim(n_features, "monte_carlo_width")
-    m = _check_int(n_samples, "n_samples", low=2)
+    m = check_int(n_samples, "n_samples", low=2)
     bound = constraint if constraint.n_features == d else _bind(constraint, d)
     return _lipschitz_mc(bound.support, d, bound.radius_l2, m, seed)

@@ -39,12 +39,12 @@ import functools
 import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from numbers import Real
 
 import numpy as np
 from scipy import special
 
 from ..exceptions import PrivacyBudgetError
+from ..utils._validation import check_real
 
 __all__ = [
     "DEFAULT_RDP_ORDERS",
@@ -84,22 +84,19 @@ _MARGIN = 1e-10
 _MU_MAX = 2.0**500
 
 
-def _check_delta(delta, *, allow_zero=False, name="delta"):
-    if isinstance(delta, bool) or not isinstance(delta, Real) or math.isnan(delta):
-        raise ValueError(f"{name} must be a real number, got {delta!r}.")
-    low_ok = delta >= 0 if allow_zero else delta > 0
-    if not (low_ok and delta < 1):
-        bounds = "[0, 1)" if allow_zero else "(0, 1)"
-        raise ValueError(f"{name} must lie in {bounds}, got {delta!r}.")
-    return float(delta)
+def _check_delta(delta, *, allow_zero=False):
+    return check_real(
+        delta, "delta", low=0.0, high=1.0, low_open=not allow_zero, high_open=True
+    )
 
 
 def _check_nonneg(value, name, *, allow_inf=True):
-    if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value):
-        raise ValueError(f"{name} must be a non-negative real number, got {value!r}.")
-    if value < 0 or (not allow_inf and math.isinf(value)):
-        raise ValueError(f"{name} must be non-negative and finite, got {value!r}.")
-    return float(value)
+    return check_real(value, name, low=0.0, allow_inf=allow_inf)
+
+
+def _check_level(value, name, delta):
+    """A privacy level ``>= 0`` (``inf`` allowed) and its ``delta`` in ``(0, 1)``."""
+    return _check_nonneg(value, name), _check_delta(delta)
 
 
 # --------------------------------------------------------------------------- zCDP
@@ -139,8 +136,7 @@ def approx_dp_to_zcdp(epsilon, delta):
     >>> round(approx_dp_to_zcdp(1.0, 1e-5), 7)
     0.0208199
     """
-    epsilon = _check_nonneg(epsilon, "epsilon")
-    delta = _check_delta(delta)
+    epsilon, delta = _check_level(epsilon, "epsilon", delta)
     if math.isinf(epsilon):
         return math.inf
     log_inv_delta = -math.log(delta)
@@ -185,8 +181,7 @@ def zcdp_to_approx_dp(rho, delta):
     >>> round(zcdp_to_approx_dp(0.5, 1e-5), 4)
     5.2985
     """
-    rho = _check_nonneg(rho, "rho")
-    delta = _check_delta(delta)
+    rho, delta = _check_level(rho, "rho", delta)
     return rho + 2.0 * math.sqrt(rho * -math.log(delta))
 
 
@@ -248,8 +243,7 @@ def gdp_to_approx_dp(mu, delta):
     .. [1] Dong, J., Roth, A. and Su, W. (2022). Gaussian differential privacy.
        JRSS-B. Corollary 2.13.
     """
-    mu = _check_nonneg(mu, "mu")
-    delta = _check_delta(delta)
+    mu, delta = _check_level(mu, "mu", delta)
     if math.isinf(mu) or mu > _MU_MAX:
         # mu^2 would overflow the bracket below; infinity is an upper bound.
         return math.inf
@@ -277,8 +271,7 @@ def approx_dp_to_gdp(epsilon, delta):
     does not exceed this ``mu`` is ``(epsilon, delta)``-DP (Dong, Roth & Su 2022,
     Cor 3.3 and 2.13). Rounded down.
     """
-    epsilon = _check_nonneg(epsilon, "epsilon")
-    delta = _check_delta(delta)
+    epsilon, delta = _check_level(epsilon, "epsilon", delta)
     if math.isinf(epsilon):
         return math.inf
     return _approx_dp_to_gdp_cached(float(epsilon), float(delta))
@@ -447,9 +440,7 @@ def rdp_poisson_subsampled_gaussian(sampling_rate, noise_multiplier, orders=None
        of the sampled Gaussian mechanism. arXiv:1908.10530.
     """
     orders = _as_orders(orders)
-    q = _check_nonneg(sampling_rate, "sampling_rate", allow_inf=False)
-    if q > 1:
-        raise ValueError(f"sampling_rate must lie in [0, 1], got {sampling_rate!r}.")
+    q = check_real(sampling_rate, "sampling_rate", low=0.0, high=1.0)
     z = _check_nonneg(noise_multiplier, "noise_multiplier")
     if q == 0:
         return np.zeros_like(orders)
@@ -685,18 +676,14 @@ def _laplace_rdp(eps, orders):
 
 def _record_rdp(rec, orders):
     """RDP curve of ``count`` uses of a record, or None if it has none."""
-    if rec.kind == "gaussian":
-        if rec.sensitivity == 0:
-            return np.zeros_like(orders)
-        if not rec.scale:
-            return np.full_like(orders, np.inf)
-        return rec.count * rdp_gaussian(rec.scale / rec.sensitivity, orders)
-    if rec.kind == "subsampled_gaussian":
+    if rec.kind in ("gaussian", "subsampled_gaussian"):
         if rec.sensitivity == 0:
             return np.zeros_like(orders)
         if not rec.scale:
             return np.full_like(orders, np.inf)
         z = rec.scale / rec.sensitivity
+        if rec.kind == "gaussian":
+            return rec.count * rdp_gaussian(z, orders)
         return rec.count * rdp_poisson_subsampled_gaussian(rec.sampling_rate, z, orders)
     if rec.kind == "zcdp":
         return rec.count * rec.rho * orders

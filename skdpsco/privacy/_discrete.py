@@ -64,6 +64,8 @@ from numbers import Integral
 
 import numpy as np
 
+from ..utils._validation import check_real
+
 __all__ = [
     "COUPLING_SIGMA",
     "GAUSSIAN_TV_PER_DRAW",
@@ -405,8 +407,7 @@ def discrete_gaussian_levels(variance):
     total : float
         The realised variance parameter (at least ``variance``).
     """
-    if not (variance > 0 and math.isfinite(variance)):
-        raise ValueError(f"variance must be finite and > 0, got {variance!r}.")
+    check_real(variance, "variance", low=0.0, low_open=True)
     if variance < 2.0 * _FINE_VARIANCE:
         top = (
             next(v for v in _MENU if v >= variance) if variance > _MENU[0] else _MENU[0]
@@ -634,8 +635,7 @@ def poisson_batches(rng, n, rate, count):
     of that size from the generator, drawn when asked for.
     """
     n, count = int(n), int(count)
-    if not 0.0 <= rate <= 1.0:
-        raise ValueError(f"rate must be in [0, 1], got {rate!r}.")
+    check_real(rate, "rate", low=0.0, high=1.0)
     if not getattr(rng, "secure", False):
         for _ in range(count):
             k = rng.binomial(n, rate)

@@ -34,6 +34,8 @@ References
 
 import math
 
+from ..utils._validation import check_real
+
 __all__ = [
     "PrivacyFilter",
     "amplified_delta",
@@ -47,9 +49,15 @@ __all__ = [
 
 
 def _check_rate(q):
-    if not (0 <= q <= 1):
-        raise ValueError(f"sampling_rate must lie in [0, 1], got {q!r}.")
-    return float(q)
+    return check_real(q, "sampling_rate", low=0.0, high=1.0)
+
+
+def _check_fraction(value, name, *, allow_zero=False):
+    """``value`` in ``(0, 1)`` (``[0, 1)`` where ``allow_zero``): a delta or a
+    probability."""
+    return check_real(
+        value, name, low=0.0, high=1.0, low_open=not allow_zero, high_open=True
+    )
 
 
 def amplified_epsilon(epsilon, sampling_rate):
@@ -78,8 +86,7 @@ def amplified_epsilon(epsilon, sampling_rate):
     0.017037
     """
     q = _check_rate(sampling_rate)
-    if not epsilon >= 0:
-        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}.")
+    epsilon = check_real(epsilon, "epsilon", low=0.0, allow_inf=True)
     if q == 0 or epsilon == 0:
         return 0.0
     if math.isinf(epsilon):
@@ -95,9 +102,7 @@ def amplified_delta(delta, sampling_rate):
     Balle, Barthe & Gaboardi (2018), Table 1 (without replacement, substitution).
     """
     q = _check_rate(sampling_rate)
-    if not 0 <= delta <= 1:
-        raise ValueError(f"delta must lie in [0, 1], got {delta!r}.")
-    return q * float(delta)
+    return q * check_real(delta, "delta", low=0.0, high=1.0)
 
 
 def _batch_rate(n_samples, level):
@@ -174,10 +179,10 @@ def filter_epsilon(sum_sq_epsilon, delta_prime):
     Ghazi et al., Theorem A.4 (Whitehouse et al. 2023). With ``epsilon_t = inf`` (the
     hidden non-private testing mode) the value is ``inf``.
     """
-    if not sum_sq_epsilon >= 0:
-        raise ValueError(f"sum_sq_epsilon must be >= 0, got {sum_sq_epsilon!r}.")
-    if not 0 < delta_prime < 1:
-        raise ValueError(f"delta_prime must lie in (0, 1), got {delta_prime!r}.")
+    sum_sq_epsilon = check_real(
+        sum_sq_epsilon, "sum_sq_epsilon", low=0.0, allow_inf=True
+    )
+    delta_prime = _check_fraction(delta_prime, "delta_prime")
     if math.isinf(sum_sq_epsilon):
         return math.inf
     return (
@@ -216,17 +221,13 @@ class PrivacyFilter:
     """
 
     def __init__(self, epsilon, delta_prime, delta_double_prime):
-        if not epsilon > 0:
-            raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
-        if not 0 < delta_prime < 1:
-            raise ValueError(f"delta_prime must lie in (0, 1), got {delta_prime!r}.")
-        if not 0 <= delta_double_prime < 1:
-            raise ValueError(
-                f"delta_double_prime must lie in [0, 1), got {delta_double_prime!r}."
-            )
-        self.epsilon = float(epsilon)
-        self.delta_prime = float(delta_prime)
-        self.delta_double_prime = float(delta_double_prime)
+        self.epsilon = check_real(
+            epsilon, "epsilon", low=0.0, low_open=True, allow_inf=True
+        )
+        self.delta_prime = _check_fraction(delta_prime, "delta_prime")
+        self.delta_double_prime = _check_fraction(
+            delta_double_prime, "delta_double_prime", allow_zero=True
+        )
         self.sum_sq_epsilon = 0.0
         self.sum_delta = 0.0
         self.n_steps = 0
@@ -314,17 +315,14 @@ def boosting_budget(epsilon, delta, confidence):
         ``gamma``, ``max_runs`` (K), ``epsilon_run``, ``delta_run``, ``epsilon_score``,
         ``delta_stop`` (``delta_2``).
     """
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
+    epsilon = check_real(epsilon, "epsilon", low=0.0, low_open=True, allow_inf=True)
+    delta = _check_fraction(delta, "delta")
     if not delta <= epsilon / 10.0:
         raise ValueError(
             f"Boosting (Algorithm 5, Theorem 6.1) needs delta <= epsilon/10; got "
             f"epsilon={epsilon!r}, delta={delta!r}."
         )
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}.")
+    confidence = _check_fraction(confidence, "confidence")
     gamma = min(0.5, 0.75 * confidence)
     max_runs = math.ceil(math.log(2.0 / delta) / gamma)
     return {

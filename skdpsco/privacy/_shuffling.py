@@ -20,6 +20,8 @@ journal/arXiv form, the same expression as the authors' reference code
 
 import math
 
+from ..utils._validation import check_real
+
 __all__ = [
     "shuffle_delta",
     "shuffle_epsilon",
@@ -31,8 +33,7 @@ __all__ = [
 def _check(n, delta_s):
     if isinstance(n, bool) or int(n) != n or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}.")
-    if not (0 < delta_s < 1):
-        raise ValueError(f"delta_s must be in (0, 1), got {delta_s!r}.")
+    check_real(delta_s, "delta_s", low=0.0, high=1.0, low_open=True, high_open=True)
 
 
 def shuffle_valid_local_epsilon(n, delta_s):

@@ -164,8 +164,52 @@ class _DPScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         refuse_fit_params(self, fit_params)
         return _fit_atomically(self, X)
 
+    def _start(self, X):
+        """Validated ``X``, the budget, the noise source and the zCDP budget ``rho``
+        of a fit."""
+        refuse_sparse(self, X)
+        X = validate_data(self, X, accept_sparse=False, dtype=np.float64)
+        budget = check_privacy_params(
+            self, X.shape[0], requires_delta=True, min_samples=1
+        )
+        rng = make_generator(self.random_state)
+        # Every mechanism of the scalers is Gaussian: exact GDP composition.
+        rho = (
+            gaussian_rho_budget(budget.epsilon, budget.delta, "gdp")
+            if budget.is_private
+            else math.inf
+        )
+        return X, budget, rng, rho
+
+    def _release_nothing(self, *names):
+        """No step is on: the statistics ``names`` are None and nothing is spent."""
+        for name in names:
+            setattr(self, name, None)
+        self.privacy_spent_ = PrivacySpent(0.0, 0.0, 0.0, accountant="basic")
+        return self
+
     def _spent(self, records, budget):
         return spent_within(records, budget, type(self).__name__)
+
+    def _warn_unlocated(self, located, consequence):
+        # Reads only which features were located, a released value
+        # (post-processing, no privacy cost).
+        missing = np.flatnonzero(~located)
+        warnings.warn(
+            f"{type(self).__name__}: {missing.size} feature(s) (indices "
+            f"{missing[:10].tolist()}{', ...' if missing.size > 10 else ''}) "
+            "could not be located privately (too few records for this budget: "
+            f"noise dominates); {consequence}. A larger epsilon or n would help.",
+            UserWarning,
+            stacklevel=4,
+        )
+
+    def _released(self, X):
+        """A float copy of ``X`` (checked against the fit) and the released shift
+        and scale."""
+        check_is_fitted(self, "privacy_spent_")
+        X = validate_data(self, X, accept_sparse=False, dtype=np.float64, reset=False)
+        return np.array(X, dtype=float, copy=True), *self._shift_and_scale()
 
     def transform(self, X, copy=None):
         """Centre and scale ``X`` with the released statistics.
@@ -182,10 +226,7 @@ class _DPScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples, n_features)
         """
-        check_is_fitted(self, "privacy_spent_")
-        X = validate_data(self, X, accept_sparse=False, dtype=np.float64, reset=False)
-        shift, scale = self._shift_and_scale()
-        out = np.array(X, dtype=float, copy=True)
+        out, shift, scale = self._released(X)
         with np.errstate(over="ignore"):
             if shift is not None:
                 out -= shift
@@ -206,10 +247,7 @@ class _DPScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples, n_features)
         """
-        check_is_fitted(self, "privacy_spent_")
-        X = validate_data(self, X, accept_sparse=False, dtype=np.float64, reset=False)
-        shift, scale = self._shift_and_scale()
-        out = np.array(X, dtype=float, copy=True)
+        out, shift, scale = self._released(X)
         with np.errstate(over="ignore"):
             if scale is not None:
                 out *= scale
@@ -383,26 +421,16 @@ default=None
         self.random_state = random_state
 
     def _fit(self, X):
-        refuse_sparse(self, X)
-        X = validate_data(self, X, accept_sparse=False, dtype=np.float64)
+        X, budget, rng, rho = self._start(X)
         n, d = X.shape
         method = self.method
         if method == "auto":
             method = "free" if self.bounds is None else "clipped"
         bounds = _DEFAULT_BOUNDS if self.bounds is None else self.bounds
         lower, upper = _check_bounds(bounds, d)
-        budget = check_privacy_params(self, n, requires_delta=True, min_samples=1)
-        rng = make_generator(self.random_state)
         if not (self.with_mean or self.with_std):
-            self.mean_ = self.var_ = self.scale_ = None
             self.n_samples_seen_ = int(n)
-            self.privacy_spent_ = PrivacySpent(0.0, 0.0, 0.0, accountant="basic")
-            return self
-        rho = (
-            gaussian_rho_budget(budget.epsilon, budget.delta, "gdp")
-            if budget.is_private
-            else math.inf
-        )
+            return self._release_nothing("mean_", "var_", "scale_")
         if self.with_std:
             rho_mean = rho * MEAN_BUDGET_FRACTION
             rho_second = rho * (1.0 - MEAN_BUDGET_FRACTION)  # rho = inf stays inf
@@ -447,15 +475,8 @@ default=None
         result = private_column_scaling(X, rng, rho=rho, center=self.with_mean)
         records = result.records
         if not result.located.all():
-            # Post-processing of released values: no privacy cost.
-            missing = np.flatnonzero(~result.located)
-            warnings.warn(
-                f"DPStandardScaler: {missing.size} feature(s) (indices "
-                f"{missing[:10].tolist()}) could not be located privately (too few "
-                "records for this budget: noise dominates); they are left as they "
-                "are (mean 0, scale 1). A larger epsilon or n would help.",
-                UserWarning,
-                stacklevel=3,
+            self._warn_unlocated(
+                result.located, "they are left as they are (mean 0, scale 1)"
             )
         mean = result.center if self.with_mean else np.zeros(result.center.size)
         if not self.with_std:
@@ -709,11 +730,9 @@ default=None
         return float(q[0]), float(q[1])
 
     def _fit(self, X):
-        refuse_sparse(self, X)
         q_min, q_max = self._check_quantile_range()
-        X = validate_data(self, X, accept_sparse=False, dtype=np.float64)
-        n, d = X.shape
-        budget = check_privacy_params(self, n, requires_delta=True, min_samples=1)
+        X, budget, rng, rho = self._start(X)
+        d = X.shape[1]
         if d > MAX_PER_COLUMN:
             raise ValueError(
                 f"DPRobustScaler: {d} features; the release holds about 4,200 noisy "
@@ -722,16 +741,8 @@ default=None
                 "DPStandardScaler (one shared scale above that size) or select "
                 "features with public knowledge first."
             )
-        rng = make_generator(self.random_state)
         if not (self.with_centering or self.with_scaling):
-            self.center_ = self.scale_ = self.resolution_ = None
-            self.privacy_spent_ = PrivacySpent(0.0, 0.0, 0.0, accountant="basic")
-            return self
-        rho = (
-            gaussian_rho_budget(budget.epsilon, budget.delta, "gdp")
-            if budget.is_private
-            else math.inf
-        )
+            return self._release_nothing("center_", "scale_", "resolution_")
         # Every level asked for comes from the same histogram: one release.
         levels = [0.5, q_min / 100.0, q_max / 100.0]
         result = private_column_quantiles(X, rng, levels, rho=rho, name="feature")
@@ -740,16 +751,7 @@ default=None
         located = result.located
         median, low, high = result.values
         if not located.all():
-            missing = np.flatnonzero(~located)
-            warnings.warn(
-                f"DPRobustScaler: {missing.size} feature(s) (indices "
-                f"{missing[:10].tolist()}{', ...' if missing.size > 10 else ''}) "
-                "could not be located privately (too few records for this budget: "
-                "noise dominates); they keep centre 0 and scale 1. A larger "
-                "epsilon or n would help.",
-                UserWarning,
-                stacklevel=3,
-            )
+            self._warn_unlocated(located, "they keep centre 0 and scale 1")
         self.center_ = np.where(located, median, 0.0) if self.with_centering else None
         self.scale_ = None
         if self.with_scaling:

@@ -514,7 +514,7 @@ def _bernoulli_dyadic(rng, gamma, size):
 
 
 #: Most Bernoulli trials drawn at a time (those after the one needed are
-#: discarded unread).
+#: dropped unread).
 _MAX_TRIAL_BATCH = 2**16
 
 

@@ -10,6 +10,8 @@ are properties of the loss, not of the data.
 import numpy as np
 from scipy import special
 
+from .utils._validation import check_real
+
 __all__ = ["HuberLoss", "LogisticLoss", "MultinomialLoss", "SquaredLoss", "get_loss"]
 
 
@@ -46,9 +48,9 @@ class HuberLoss:
     smoothness = 1.0
 
     def __init__(self, threshold=1.35):
-        if not threshold > 0:
-            raise ValueError(f"Huber threshold must be > 0, got {threshold!r}.")
-        self.threshold = float(threshold)
+        self.threshold = check_real(
+            threshold, "Huber threshold", low=0.0, low_open=True, allow_inf=True
+        )
         self.lipschitz = self.threshold
 
     def n_outputs(self, n_classes=None):

@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .utils._sparse import fresh_view
+from .utils._validation import check_real
 
 __all__ = ["ROW_BOUND_SLACK", "enforce_row_bounds", "row_l1_l2_norms"]
 
@@ -242,10 +243,7 @@ def enforce_row_bounds(X, *, sparsity, row_norm_bound, method="clip_l1"):
     s = n_features if sparsity is None else int(min(sparsity, n_features))
     if s < 1 and n_features > 0:
         raise ValueError(f"sparsity must be >= 1, got {sparsity!r}.")
-    if not (row_norm_bound > 0 and math.isfinite(row_norm_bound)):
-        raise ValueError(
-            f"row_norm_bound must be finite and > 0, got {row_norm_bound}."
-        )
+    check_real(row_norm_bound, "row_norm_bound", low=0.0, low_open=True)
     if method == "truncate":
         # nnz <= s and ||x||_2 <= C_x imply ||x||_1 <= C_x sqrt(s): no l1 clip needed.
         l1_bound = math.inf

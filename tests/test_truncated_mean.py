@@ -499,6 +499,33 @@ def test_noiseless_oracle_equals_the_reference_algorithm(Oracle, split):
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.filterwarnings("ignore:truncation")
+@pytest.mark.parametrize("Oracle", ORACLES)
+def test_chunked_mean_stage_is_the_reference_function(Oracle):
+    # The mean stage the oracles run on the gradient chunks (one chunk here, so
+    # the sums associate alike) is, bit for bit, the public function whose
+    # sensitivity the brute-force tests check: same kept sum, same floored finish.
+    N, p, s, tau = 403, 3, 1.5, 3.5
+    rng = np.random.default_rng(18)
+    X = 13.0 + rng.normal(scale=2.0, size=(N, p))
+    U = 1.0 + 0.3 * rng.standard_t(4, size=(N, 2))  # 2-d: the axis mask path
+    design = LinearDesign(X, False, chunk_rows=N)
+    oracle = Oracle(gradient_scale=s, truncation=tau).calibrate(N, 1.0, (p, 2))
+    oracle.in_y_ = oracle._draw_split(np.random.default_rng(0))
+    oracle.widening_ = None  # the chunked ball test (the products' is exercised below)
+    centre = np.full(2 * p, 20.0)
+    out = oracle._mean_query(design, U, centre)
+    G = _per_sample_gradients(X, U, fit_intercept=False).reshape(N, -1)
+    Z = G[~oracle.in_y_]
+    if Oracle is TruncatedMeanOracle:
+        expected = truncated_mean(Z, centre, oracle.radius_, oracle.n_)
+        assert 0 < np.sum(np.linalg.norm(Z - centre, axis=1) <= oracle.radius_)
+    else:
+        expected = axis_truncated_mean(Z, centre, oracle.radius_, oracle.n_)
+    np.testing.assert_array_equal(out, expected)
+    assert not np.allclose(out, centre)
+
+
 @pytest.mark.usefixtures("non_private_mode")
 def test_floor_far_cluster_output_is_the_centre():
     # The floor 3n/4 of Algorithm 3: if all of Z lies outside the ball, the output is

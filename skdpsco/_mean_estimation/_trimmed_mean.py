@@ -133,13 +133,27 @@ def _check_window(n, m):
         )
 
 
-def _prepare(values, trim_count):
-    # Sanitise, sort, divide by the public n - 2m (monotone: the order survives).
-    z = np.sort(_sanitise(np.array(values, dtype=float, ndmin=1)), axis=-1)
+def _sort_and_scale(z, trim_count):
+    """Sort the sanitised values ``z`` in place along the last axis and divide them
+    by the public ``n - 2m`` (monotone: the order survives, and every trimmed sum
+    stays finite). The oracle's blocks and the public functions both go through
+    here."""
     n = z.shape[-1]
     _check_window(n, trim_count)
+    z.sort(axis=-1)
     z /= n - 2 * trim_count
-    return z, n
+    return z
+
+
+def _prepare(values, trim_count):
+    z = _sort_and_scale(_sanitise(np.array(values, dtype=float, ndmin=1)), trim_count)
+    return z, z.shape[-1]
+
+
+def _clamped_trimmed_mean(z, trim_count, low, high):
+    """``clamp(sum of z_(m+1) .. z_(n-m), low, high)`` of sorted, scaled ``z``."""
+    n = z.shape[-1]
+    return np.clip(_accurate_sum(z[..., trim_count : n - trim_count]), low, high)
 
 
 def trimmed_mean(values, trim_count, low, high):
@@ -158,8 +172,8 @@ def trimmed_mean(values, trim_count, low, high):
     -------
     ndarray of shape (...)
     """
-    z, n = _prepare(values, trim_count)
-    return np.clip(_accurate_sum(z[..., trim_count : n - trim_count]), low, high)
+    z, _ = _prepare(values, trim_count)
+    return _clamped_trimmed_mean(z, trim_count, low, high)
 
 
 def trimmed_mean_smooth_sensitivity(values, trim_count, width, smoothness):
@@ -785,10 +799,8 @@ class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
         smooth = np.empty(p)
         for start in range(0, p, self.block_columns_):
             cols = slice(start, min(start + self.block_columns_, p))
-            Z = self._columns(design, U, cols)
-            Z.sort(axis=1)
-            Z /= n - 2 * m  # monotone: the order survives, every sum stays finite
-            means[cols] = np.clip(_accurate_sum(Z[:, m : n - m]), a, b)
+            Z = _sort_and_scale(self._columns(design, U, cols), m)
+            means[cols] = _clamped_trimmed_mean(Z, m, a, b)
             if params is not None:
                 # S: the exact t-smooth bound (class docstring, step 2), with the
                 # public floor (Notes); a local, never stored.

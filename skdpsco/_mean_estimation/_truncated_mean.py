@@ -576,6 +576,13 @@ def _axis_truncated_sum(G, centre, halfwidth, mask=None):
     return total, kept
 
 
+def _floored_mean(centre, total, kept, n):
+    """``c + total / max(kept, 3n/4)`` (Algorithm 3, l. 10), per coordinate where
+    ``kept`` is an array: the last step of both truncated means, the oracles' and
+    the reference functions'."""
+    return centre + total / np.maximum(kept, 0.75 * n)
+
+
 def truncated_mean(G, centre, radius, n):
     """``c + sum_{kept}(g - c) / max(|kept|, 3n/4)`` without noise (Alg. 3, l. 6-10).
 
@@ -619,7 +626,7 @@ def truncated_mean(G, centre, radius, n):
     G = np.asarray(G, dtype=float)
     centre = np.asarray(centre, dtype=float)
     total, kept = _truncated_sum(G, centre, radius)
-    return centre + total / max(kept, 0.75 * n)
+    return _floored_mean(centre, total, kept, n)
 
 
 def axis_truncated_mean(G, centre, halfwidth, n):
@@ -633,7 +640,7 @@ def axis_truncated_mean(G, centre, halfwidth, n):
     G = np.asarray(G, dtype=float)
     centre = np.asarray(centre, dtype=float)
     total, kept = _axis_truncated_sum(G, centre, halfwidth)
-    return centre + total / np.maximum(kept, 0.75 * n)
+    return _floored_mean(centre, total, kept, n)
 
 
 # ------------------------------------------------------------------------ oracles
@@ -957,7 +964,7 @@ class TruncatedMeanOracle(GradientMeanOracle):
                 # an estimator never takes this branch; a direct caller with
                 # non-finite rows gets the chunked test, which drops them.
                 total, kept = self._ball_sum_chunks(design, U, centre)
-        return centre + total / max(kept, 0.75 * self.n_)
+        return _floored_mean(centre, total, kept, self.n_)
 
     def _ball_widening(self):
         # ||c|| <= s w (J + 1/2) sqrt(p): every coordinate is a bucket midpoint.
@@ -1181,4 +1188,4 @@ class AxisTruncatedMeanOracle(TruncatedMeanOracle):
             # TruncatedMeanOracle._mean_query.
             out = design.gradient_chunk_sum(U, masked, rows=rows)
         total, kept = out[:p], out[p:]
-        return centre + total / np.maximum(kept, 0.75 * self.n_)
+        return _floored_mean(centre, total, kept, self.n_)

@@ -544,11 +544,14 @@ def test_column_blocks_give_the_same_release(monkeypatch):
 def _public_state(oracle):
     state = dict(vars(oracle))
     params = state.pop("_params")
+    ptr = state.pop("mechanism_")
+    assert ptr is params.mechanism  # the record's object is the one that draws
     mechs = (params.bound_mechanism, params.value_mechanism)
     state["_params"] = (
         params.smoothness,
         params.log_margin,
         params.delta_fail,
+        (ptr.name, ptr.epsilon, ptr.delta),
         *[(mech.sensitivity, mech.sigma, mech.name) for mech in mechs],
     )
     return state

@@ -10,8 +10,7 @@ privacy (:func:`skdpsco.privacy.poisson_replace_one_epsilon`).
 
 import numpy as np
 
-from ..privacy._mechanisms import GaussianMechanism
-from ..privacy._records import MechanismRecord
+from ..privacy._mechanisms import SubsampledGaussianMechanism
 from ._clipped import clip_coefficients
 
 __all__ = ["AveragedClipBatchOracle", "PerExampleClipBatchOracle"]
@@ -34,27 +33,19 @@ class _PoissonBatchOracle:
 
     def calibrate(self, n_samples, sampling_rate, noise_multiplier):
         """Noise std ``z * sensitivity``; ``noise_multiplier = 0`` is noiseless."""
-        self.mechanism_ = GaussianMechanism(
+        self.mechanism_ = SubsampledGaussianMechanism(
             self.sensitivity,
             noise_multiplier * self.sensitivity,
+            sampling_rate,
             name=f"{self.statistic_name} (Poisson)",
         )
-        self.sampling_rate_ = float(sampling_rate)
+        self.sampling_rate_ = self.mechanism_.sampling_rate
         self.expected_batch_ = float(sampling_rate) * n_samples
         return self
 
     def records(self, count):
         """``count`` steps of the Poisson-subsampled Gaussian (add/remove RDP)."""
-        return [
-            MechanismRecord(
-                self.mechanism_.name,
-                "subsampled_gaussian",
-                count=count,
-                sensitivity=self.mechanism_.sensitivity,
-                scale=self.mechanism_.sigma,
-                sampling_rate=self.sampling_rate_,
-            )
-        ]
+        return [self.mechanism_.record(count)]
 
 
 class PerExampleClipBatchOracle(_PoissonBatchOracle):

@@ -43,8 +43,12 @@ from ..privacy._discrete import (
     GAUSSIAN_TV_PER_DRAW,
     discrete_gaussian_levels,
 )
-from ..privacy._mechanisms import GRID_SLACK, GaussianMechanism, grid_step
-from ..privacy._records import MechanismRecord
+from ..privacy._mechanisms import (
+    GRID_SLACK,
+    GaussianMechanism,
+    ProposeTestReleaseMechanism,
+    grid_step,
+)
 from ._oracle import GradientMeanOracle
 
 __all__ = [
@@ -326,13 +330,32 @@ def _check_real(value, name, *, positive=False):
 
 
 class PTRParameters(NamedTuple):
-    """Public parameters of one call (:func:`ptr_parameters`)."""
+    """Public parameters of one call (:func:`ptr_parameters`): the smoothness
+    ``t``, the mechanism that draws both releases and states their cost, and
+    ``delta_fail``."""
 
     smoothness: float
-    bound_mechanism: GaussianMechanism
-    log_margin: float
-    value_mechanism: GaussianMechanism
+    mechanism: ProposeTestReleaseMechanism
     delta_fail: float
+
+    @property
+    def bound_mechanism(self):
+        """The grid Gaussian mechanism of ``ln S``."""
+        return self.mechanism.bound_mechanism
+
+    @property
+    def log_margin(self):
+        """``mu``."""
+        return self.mechanism.log_margin
+
+    @property
+    def value_mechanism(self):
+        """The grid Gaussian mechanism of ``mu / S_hat``."""
+        return self.mechanism.value_mechanism
+
+
+def _ptr_name(n_coordinates):
+    return f"trimmed mean, propose-test-release ({n_coordinates} coordinates)"
 
 
 def ptr_parameters(epsilon, delta, n_coordinates):
@@ -425,7 +448,12 @@ def ptr_parameters(epsilon, delta, n_coordinates):
         calibrate_analytic_gaussian(eps2, delta2, value_sensitivity),
         name="trimmed mean / S_hat",
     )
-    return PTRParameters(t, bound, margin, value, delta_fail)
+    # The record states (epsilon, delta): the split above, proof in the oracle's
+    # class docstring (steps 3-6).
+    mechanism = ProposeTestReleaseMechanism(
+        bound, margin, value, float(epsilon), float(delta), _ptr_name(p)
+    )
+    return PTRParameters(t, mechanism, delta_fail)
 
 
 class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
@@ -520,6 +548,9 @@ class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
         The public floor ``S_min`` on ``S`` (see Notes).
     block_columns_ : int
         Coordinates sorted per pass over the data (memory, see Notes).
+    mechanism_ : ProposeTestReleaseMechanism
+        Draws both releases of a call and gives its ledger record (a noiseless
+        stand-in in the testing mode).
 
     Notes
     -----
@@ -684,10 +715,12 @@ class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
             )
         if testing:
             params = None
+            mechanism = ProposeTestReleaseMechanism.noiseless(_ptr_name(p))
             t = math.inf
             epsilon, delta, margin = math.inf, 0.0, 0.0
         else:
             params = ptr_parameters(epsilon, delta, p)
+            mechanism = params.mechanism
             t, margin = params.smoothness, params.log_margin
             epsilon, delta = float(epsilon), float(delta)
             # ln S lies in [ln S_min, ln(b - a)]: far inside the +-2^52 steps of
@@ -730,6 +763,7 @@ class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
         self.min_smooth_sensitivity_ = floor
         self.block_columns_ = max(1, min(p, MAX_BLOCK_ENTRIES // n))
         self._params = params
+        self.mechanism_ = mechanism
         return self
 
     @staticmethod
@@ -810,11 +844,9 @@ class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
         out = means
         if params is not None:
             # Steps 3-5: the bound, then the value at the released bound.
-            L = params.bound_mechanism.release(np.log(smooth), rng)
-            with np.errstate(over="ignore"):
-                s_hat = np.exp(L + params.log_margin)
-            s_hat = np.clip(s_hat, self.min_smooth_sensitivity_, b - a)
-            out = s_hat * params.value_mechanism.release(means / s_hat, rng)
+            out = self.mechanism_.release(
+                np.log(smooth), means, rng, low=self.min_smooth_sensitivity_, high=b - a
+            )
         if self.clip_noisy_mean:
             out = np.clip(out, a, b)  # post-processing; E g_j lies in [a, b]
         return out.reshape(self.shape_)
@@ -824,13 +856,4 @@ class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
         call (class docstring, step 6), composed by basic composition (step 7).
         In the testing mode (``rho = inf``) no noise is added and the record says
         so (infinite epsilon)."""
-        p = math.prod(self.shape_)
-        return [
-            MechanismRecord(
-                f"trimmed mean, propose-test-release ({p} coordinates)",
-                "approx_dp",
-                count=count,
-                epsilon=self.epsilon_,
-                delta=self.delta_,
-            )
-        ]
+        return [self.mechanism_.record(count)]

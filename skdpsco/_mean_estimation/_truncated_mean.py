@@ -29,8 +29,11 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from ..privacy._mechanisms import GaussianMechanism, sigma_for_zcdp
-from ..privacy._records import MechanismRecord
+from ..privacy._mechanisms import (
+    GaussianMechanism,
+    parallel_gaussian_record,
+    sigma_for_zcdp,
+)
 from ._oracle import GradientMeanOracle
 
 __all__ = [
@@ -1108,19 +1111,12 @@ class TruncatedMeanOracle(GradientMeanOracle):
         hist, mean = self.histogram_mechanism_, self.mean_mechanism_
         if self.sample_split == "budget":
             return [hist.record(count), mean.record(count)]
-
-        def mu(mech):
-            return math.inf if mech.sigma == 0 else mech.sensitivity / mech.sigma
-
-        worst = hist if mu(hist) > mu(mean) else mean
         return [
-            MechanismRecord(
+            parallel_gaussian_record(
                 "range histograms on half Y || truncated mean on half Z "
                 "(parallel composition)",
-                "gaussian",
-                count=count,
-                sensitivity=worst.sensitivity,
-                scale=worst.sigma,
+                [hist, mean],
+                count,
             )
         ]
 

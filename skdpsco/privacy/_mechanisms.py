@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from ..exceptions import PrivacyBudgetError
+from ..utils._validation import check_real
 from ._discrete import (
     COUPLING_SIGMA,
     MAX_LAPLACE_SCALE,
@@ -566,3 +567,194 @@ def truncated_negative_binomial(rng, eta, gamma):
 
 
 __all__ += ["truncated_negative_binomial"]
+
+
+class SubsampledGaussianMechanism:
+    """The Gaussian mechanism on a Poisson batch: ``value + N(0, sigma^2 I)`` for a
+    batch statistic of add/remove l2-sensitivity ``Delta``, each record in the
+    batch independently with the public probability ``sampling_rate``.
+
+    The noise is :meth:`GaussianMechanism.release`'s; the record is of kind
+    ``"subsampled_gaussian"``, which the accountant composes in RDP (Mironov,
+    Talwar & Zhang 2019) and converts to replace-one neighbours by group privacy
+    (:func:`skdpsco.privacy.poisson_replace_one_epsilon`).
+
+    Parameters
+    ----------
+    sensitivity : float
+        Add/remove l2-sensitivity of the batch statistic; the caller states the
+        argument where it constructs the mechanism.
+    sigma : float
+        Noise standard deviation per coordinate (``noise_multiplier *
+        sensitivity``).
+    sampling_rate : float
+        ``q`` in ``[0, 1]``.
+    name : str
+        Ledger label.
+
+    References
+    ----------
+    .. [1] Mironov, I., Talwar, K. and Zhang, L. (2019). Renyi differential privacy
+       of the sampled Gaussian mechanism. arXiv:1908.10530.
+    """
+
+    def __init__(self, sensitivity, sigma, sampling_rate, name="subsampled gaussian"):
+        self._gaussian = GaussianMechanism(sensitivity, sigma, name=name)
+        self.sampling_rate = check_real(sampling_rate, "sampling_rate", low=0, high=1)
+
+    @property
+    def sensitivity(self):
+        return self._gaussian.sensitivity
+
+    @property
+    def sigma(self):
+        return self._gaussian.sigma
+
+    @property
+    def name(self):
+        return self._gaussian.name
+
+    def release(self, value, rng):
+        """``value`` plus the noise of :meth:`GaussianMechanism.release`."""
+        return self._gaussian.release(value, rng)
+
+    def record(self, count=1):
+        """Ledger record for ``count`` releases, each on its own Poisson batch."""
+        return MechanismRecord(
+            self.name,
+            "subsampled_gaussian",
+            count=count,
+            sensitivity=self.sensitivity,
+            scale=self.sigma,
+            sampling_rate=self.sampling_rate,
+        )
+
+
+def parallel_gaussian_record(name, mechanisms, count=1):
+    """One Gaussian record for Gaussian mechanisms run on disjoint parts of the data.
+
+    Under replace-one a record lies in one part only, so one use of all of them
+    together is a post-processing of one mechanism, the others' outputs having the
+    same law on both neighbours (parallel composition, McSherry 2009, Thm 4): the
+    whole is ``mu``-GDP with ``mu`` the largest ``Delta / sigma`` of the parts
+    (Dong, Roth & Su 2022, Def 2.6), and the record is that part's ``(Delta,
+    sigma)`` (the last such part on ties).
+
+    Parameters
+    ----------
+    name : str
+        Ledger label.
+    mechanisms : sequence of GaussianMechanism
+        Their ``sensitivity`` and ``sigma`` as drawn (non-empty).
+    count : int, default=1
+        Number of uses.
+
+    Returns
+    -------
+    MechanismRecord
+        Of kind ``"gaussian"``.
+
+    References
+    ----------
+    .. [1] McSherry, F. (2009). Privacy integrated queries. SIGMOD. Theorem 4.
+    .. [2] Dong, J., Roth, A. and Su, W. (2022). Gaussian differential privacy.
+       JRSS B.
+    """
+
+    def mu(mech):
+        return math.inf if mech.sigma == 0 else mech.sensitivity / mech.sigma
+
+    worst = mechanisms[0]
+    for mech in mechanisms[1:]:
+        if mu(mech) >= mu(worst):
+            worst = mech
+    return MechanismRecord(
+        name,
+        "gaussian",
+        count=count,
+        sensitivity=worst.sensitivity,
+        scale=worst.sigma,
+    )
+
+
+class ProposeTestReleaseMechanism:
+    """Propose-test-release on a public grid: a noisy upper bound on a local
+    scale ``S``, then the value divided by that bound (Dwork & Lei 2009).
+
+    :meth:`release` draws ``L`` from ``bound_mechanism`` on ``ln S``, sets
+    ``S_hat = clip(e^{L + mu}, low, high)`` (a function of ``L`` alone) and
+    releases ``S_hat`` times ``value_mechanism`` applied to ``value / S_hat``.
+    The caller proves that the pair, at its sensitivities and with the margin
+    ``mu``, is ``(epsilon, delta)``-DP per use (for the trimmed mean:
+    :class:`skdpsco._mean_estimation._trimmed_mean.SmoothSensitivityTrimmedMeanOracle`)
+    and states that pair here; :meth:`record` reports it, so the record and the two
+    draws come from the same object.
+
+    Parameters
+    ----------
+    bound_mechanism, value_mechanism : GaussianMechanism
+    log_margin : float
+        ``mu``, public.
+    epsilon, delta : float
+        Cost of one use (``epsilon > 0``, ``0 <= delta < 1``).
+    name : str
+        Ledger label.
+
+    References
+    ----------
+    .. [1] Dwork, C. and Lei, J. (2009). Differential privacy and robust
+       statistics. STOC.
+    """
+
+    def __init__(
+        self, bound_mechanism, log_margin, value_mechanism, epsilon, delta, name
+    ):
+        self.bound_mechanism = bound_mechanism
+        self.log_margin = check_real(log_margin, "log_margin")
+        self.value_mechanism = value_mechanism
+        self.epsilon = check_real(
+            epsilon, "epsilon", low=0, low_open=True, allow_inf=True
+        )
+        self.delta = check_real(delta, "delta", low=0, high=1, high_open=True)
+        self.name = name
+
+    @classmethod
+    def noiseless(cls, name):
+        """The hidden non-private testing mode: nothing is drawn, and the record
+        says so (``epsilon = inf``)."""
+        return cls(None, 0.0, None, math.inf, 0.0, name)
+
+    def release(self, log_scale, value, rng, *, low, high):
+        """``S_hat * (value / S_hat + noise)``, ``S_hat = clip(e^{L + mu}, low,
+        high)`` with ``L`` the noisy ``log_scale``; the two draws in this order.
+        A :meth:`noiseless` mechanism returns ``value`` (testing mode only)."""
+        if self.value_mechanism is None:
+            if not _NON_PRIVATE.get():
+                raise RuntimeError(
+                    f"{self.name}: a noiseless release outside the non-private "
+                    "testing mode; nothing is released. This is a bug; please "
+                    "report it."
+                )
+            return np.asarray(value, dtype=float).copy()
+        L = self.bound_mechanism.release(log_scale, rng)
+        with np.errstate(over="ignore"):
+            s_hat = np.exp(L + self.log_margin)
+        s_hat = np.clip(s_hat, low, high)
+        return s_hat * self.value_mechanism.release(value / s_hat, rng)
+
+    def record(self, count=1):
+        """Ledger record for ``count`` uses: ``(epsilon, delta)``-DP each."""
+        return MechanismRecord(
+            self.name,
+            "approx_dp",
+            count=count,
+            epsilon=self.epsilon,
+            delta=self.delta,
+        )
+
+
+__all__ += [
+    "ProposeTestReleaseMechanism",
+    "SubsampledGaussianMechanism",
+    "parallel_gaussian_record",
+]

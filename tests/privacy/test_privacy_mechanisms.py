@@ -171,3 +171,80 @@ def test_zero_noise_is_refused_outside_the_testing_mode(mechanism):
         np.testing.assert_array_equal(mechanism(1.0, 0.0).release(value, rng), value)
     # A query of sensitivity 0 is public: no noise is needed.
     np.testing.assert_array_equal(mechanism(0.0, 0.0).release(value, rng), value)
+
+
+def test_subsampled_gaussian_draws_and_records_the_same_numbers():
+    from skdpsco.privacy._mechanisms import SubsampledGaussianMechanism
+
+    mech = SubsampledGaussianMechanism(2.0, 2.6, 0.05, name="batch sum")
+    value = np.linspace(-1.0, 1.0, 7)
+    out = mech.release(value, np.random.default_rng(4))
+    # The draw is the Gaussian mechanism's at the recorded (sensitivity, sigma).
+    rec = mech.record(count=9)
+    plain = GaussianMechanism(rec.sensitivity, rec.scale, name=rec.name)
+    np.testing.assert_array_equal(out, plain.release(value, np.random.default_rng(4)))
+    assert rec == MechanismRecord(
+        "batch sum",
+        "subsampled_gaussian",
+        count=9,
+        sensitivity=2.0,
+        scale=2.6,
+        sampling_rate=0.05,
+    )
+    # Its noise has std sigma.
+    _assert_gaussian_std(mech.release(np.zeros(N_DRAWS), np.random.default_rng(5)), 2.6)
+    for bad in (-0.1, 1.5, math.nan):
+        with pytest.raises(ValueError, match="sampling_rate"):
+            SubsampledGaussianMechanism(1.0, 1.0, bad)
+
+
+def test_parallel_gaussian_record_is_the_worst_part():
+    from skdpsco.privacy._mechanisms import parallel_gaussian_record
+
+    hist = GaussianMechanism(3.0, 2.0, name="h")  # mu = 1.5
+    mean = GaussianMechanism(1.0, 0.5, name="m")  # mu = 2
+    rec = parallel_gaussian_record("h || m", [hist, mean], count=4)
+    assert rec == MechanismRecord(
+        "h || m", "gaussian", count=4, sensitivity=1.0, scale=0.5
+    )
+    rec = parallel_gaussian_record("m || h", [mean, hist])
+    assert (rec.sensitivity, rec.scale, rec.count) == (1.0, 0.5, 1)
+    # Equal mu: the last part; zero noise is mu = inf.
+    tie = GaussianMechanism(2.0, 1.0)
+    assert parallel_gaussian_record("x", [tie, mean]).sensitivity == 1.0
+    assert parallel_gaussian_record("x", [mean, tie]).sensitivity == 2.0
+    free = GaussianMechanism(1.0, 0.0)
+    assert parallel_gaussian_record("x", [free, mean]).scale == 0.0
+    assert parallel_gaussian_record("x", [mean, free]).scale == 0.0
+
+
+def test_propose_test_release_draws_in_order_and_records_its_budget():
+    from skdpsco.privacy._mechanisms import ProposeTestReleaseMechanism
+    from skdpsco.privacy._params import _non_private_testing_mode
+
+    bound = GaussianMechanism(0.01, 0.05, name="ln S")
+    value_mech = GaussianMechanism(1.0, 3.0, name="mu / S_hat")
+    ptr = ProposeTestReleaseMechanism(bound, 1.2, value_mech, 0.5, 1e-6, "ptr")
+    log_s = np.log([0.1, 0.2, 5.0])
+    value = np.array([0.3, -0.1, 0.7])
+    out = ptr.release(log_s, value, np.random.default_rng(2), low=0.05, high=2.0)
+    gen = np.random.default_rng(2)
+    s_hat = np.clip(np.exp(bound.release(log_s, gen) + 1.2), 0.05, 2.0)
+    assert s_hat[2] == 2.0  # the clip binds
+    np.testing.assert_array_equal(out, s_hat * value_mech.release(value / s_hat, gen))
+    assert ptr.record(count=3) == MechanismRecord(
+        "ptr", "approx_dp", count=3, epsilon=0.5, delta=1e-6
+    )
+    with pytest.raises(ValueError, match="delta"):
+        ProposeTestReleaseMechanism(bound, 1.2, value_mech, 0.5, 1.0, "ptr")
+    # The testing mode's stand-in draws nothing and records epsilon = inf; outside
+    # the mode it refuses.
+    free = ProposeTestReleaseMechanism.noiseless("ptr")
+    assert (free.record().epsilon, free.record().delta) == (math.inf, 0.0)
+    with pytest.raises(RuntimeError, match="noiseless"):
+        free.release(log_s, value, gen, low=0.05, high=2.0)
+    state = gen.bit_generator.state
+    with _non_private_testing_mode():
+        same = free.release(log_s, value, gen, low=0.05, high=2.0)
+    np.testing.assert_array_equal(same, value)
+    assert gen.bit_generator.state == state

@@ -345,6 +345,7 @@ def test_worked_numbers_of_algorithm_4():
     algorithm_4_sigma = (4 * s / (3 * n)) * math.sqrt(d * T / rho)
     assert oracle.noise_std_ == pytest.approx(algorithm_4_sigma, rel=1e-12)
     assert oracle.noise_std_ == pytest.approx(0.0962856, rel=1e-6)
+    assert oracle.noise_scale == oracle.noise_std_
     # The paper's own formula, Algorithm 4's sigma^2 = 8 v d T / (9 n rho ln(1/delta')),
     # with the default s.
     paper_var = 8 * 1.0 * d * T / (9 * n * rho * math.log(100))

@@ -104,7 +104,7 @@ def test_clipped_mean_noise_std_and_multinomial_shape():
     n, d, K, rho = 40, 500, 3, 0.3
     oracle = ClippedMeanOracle(2.0).calibrate(n, rho)
     sigma = (2 * 2.0 / n) / np.sqrt(2 * rho)
-    assert oracle.mechanism_.sigma == pytest.approx(sigma)
+    assert oracle.noise_scale == pytest.approx(sigma)
     design = LinearDesign(np.zeros((n, d)), False)
     out = oracle.estimate(design, RNG.normal(size=(n, K)), np.random.default_rng(1))
     assert out.shape == (d, K)

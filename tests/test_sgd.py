@@ -66,6 +66,7 @@ def test_per_example_sum_sensitivity_and_noise():
     oracle = PerExampleClipBatchOracle(C).calibrate(n, q, z)
     rec = oracle.records(1)[0]
     assert rec.sensitivity == C and rec.scale == pytest.approx(z * C)
+    assert oracle.noise_scale == rec.scale and rec.sampling_rate == q
     # Adding one extreme record moves the (noiseless) clipped sum by <= C.
     quiet = PerExampleClipBatchOracle(C).calibrate(n, q, 0.0)
     X = RNG.normal(size=(20, 3))

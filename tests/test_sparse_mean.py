@@ -90,23 +90,23 @@ def test_projection_oracle_noise_scale_in_confidence_band(noise):
     if noise == "gaussian":
         rho = 0.01
         oracle.calibrate(n, rho)
-        assert oracle.mechanism_.sigma == pytest.approx(2 * L / n / math.sqrt(2 * rho))
+        assert oracle.noise_scale == pytest.approx(2 * L / n / math.sqrt(2 * rho))
     else:
         eps = 0.3
         oracle.calibrate(n, None, epsilon=eps)
-        assert oracle.mechanism_.scale == pytest.approx(
-            2 * L * math.sqrt(s) / (n * eps)
-        )
+        assert oracle.noise_scale == pytest.approx(2 * L * math.sqrt(s) / (n * eps))
+    # noise_scale (what the estimators report) is the scale the draws have.
+    scale = oracle.noise_scale
     mean = np.zeros(d)
     _, noisy = sm._release_projected(mean, oracle.mechanism_, oracle.radius_, RNG)
     xi = noisy - mean
     if noise == "gaussian":
         # sum xi^2 / sigma^2 ~ chi2(d)
-        assert chi2_band(np.sum(xi**2) / oracle.mechanism_.sigma**2, d)
+        assert chi2_band(np.sum(xi**2) / scale**2, d)
     else:
         # |xi| / b ~ Exp(1), so 2 sum |xi| / b ~ chi2(2d)
-        assert chi2_band(2 * np.sum(np.abs(xi)) / oracle.mechanism_.scale, 2 * d)
-        assert stats.kstest(xi / oracle.mechanism_.scale, "laplace").pvalue > 1e-4
+        assert chi2_band(2 * np.sum(np.abs(xi)) / scale, 2 * d)
+        assert stats.kstest(xi / scale, "laplace").pvalue > 1e-4
 
 
 def test_projection_mean_noise_scale_in_confidence_band():
@@ -142,6 +142,10 @@ def test_l1_recovery_measurement_noise_in_confidence_band(monkeypatch):
         )
     sigma = calibrate_analytic_gaussian(eps, delta, 3 * L / n)
     assert rec.sensitivity == pytest.approx(3 * L / n) and rec.scale == sigma
+    # The oracle's compressed-sensing branch at rho: noise_scale is its sigma.
+    oracle = L1RecoveryMeanOracle(L, s, n_measurements=m).calibrate(n, 0.5, (d,))
+    assert oracle.branch_ == "cs"
+    assert oracle.noise_scale == pytest.approx(3 * L / n / math.sqrt(2 * 0.5))
     b = np.concatenate(captured)
     assert b.size == 20 * m
     assert chi2_band(np.sum(b**2) / sigma**2, b.size)

@@ -661,6 +661,7 @@ def test_records_compose_to_rho_per_call(Oracle, split, shape):
         math.sqrt(32 * 3600 * p / (9 * n**2 * stage_rho))
     )
     assert hist.rho == pytest.approx(stage_rho) and mean.rho == pytest.approx(stage_rho)
+    assert oracle.noise_scale == mean.sigma
     if split == "data":
         assert "parallel composition" in records[0].name
 

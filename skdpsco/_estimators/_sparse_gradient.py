@@ -31,7 +31,6 @@ from .._solvers._output_perturbation import (
 )
 from .._solvers._sparse_exponential import sparse_exponential_mechanism
 from .._sparse_rows import ROW_BOUND_SLACK, enforce_row_bounds
-from ..privacy._mechanisms import GaussianMechanism
 from ..privacy._params import PositiveFinite, PublicBound
 from ..utils._compat import Interval, StrOptions, check_is_fitted, validate_data
 from ._algorithm import Algorithm, registry
@@ -143,9 +142,7 @@ def _run_gd(est, problem, oracle, rho, l2_penalty, rng):
         averaging="suffix",
         rng=rng,
     )
-    mech = oracle.mechanism_
-    scale = mech.sigma if isinstance(mech, GaussianMechanism) else mech.scale
-    return result, scale
+    return result, oracle.noise_scale
 
 
 def _fit_projection_gd(est, problem, l2_penalty, budget, rng):

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..privacy._mechanisms import SubsampledGaussianMechanism
 from ._clipped import clip_coefficients
+from ._oracle import SingleMechanismOracle
 
 __all__ = ["AveragedClipBatchOracle", "PerExampleClipBatchOracle"]
 
@@ -22,7 +23,7 @@ def _check_clip(clip_norm):
     return float(clip_norm)
 
 
-class _PoissonBatchOracle:
+class _PoissonBatchOracle(SingleMechanismOracle):
     """Shared calibration and ledger of the Poisson-batch oracles."""
 
     #: Ledger label of the batch statistic.
@@ -42,10 +43,6 @@ class _PoissonBatchOracle:
         self.sampling_rate_ = self.mechanism_.sampling_rate
         self.expected_batch_ = float(sampling_rate) * n_samples
         return self
-
-    def records(self, count):
-        """``count`` steps of the Poisson-subsampled Gaussian (add/remove RDP)."""
-        return [self.mechanism_.record(count)]
 
 
 class PerExampleClipBatchOracle(_PoissonBatchOracle):

@@ -27,7 +27,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from ..privacy._mechanisms import GaussianMechanism
-from ._oracle import GradientMeanOracle
+from ._oracle import GradientMeanOracle, SingleMechanismOracle
 
 __all__ = ["CAP", "CatoniMeanOracle", "CatoniPsiTable", "catoni_psi"]
 
@@ -532,7 +532,7 @@ def _check_scale(scale):
     return scale
 
 
-class CatoniMeanOracle(GradientMeanOracle):
+class CatoniMeanOracle(SingleMechanismOracle, GradientMeanOracle):
     """Coordinate-wise Catoni/Holland mean of per-sample gradients + Gaussian noise.
 
     The mean oracle of Wang et al. (2020), Algorithm 4 (eq. (10)-(12)): every
@@ -762,10 +762,6 @@ class CatoniMeanOracle(GradientMeanOracle):
                 f"for {self.shape_}."
             )
         return self.mechanism_.release(mean, rng)
-
-    def records(self, count):
-        """Ledger records for ``count`` calls."""
-        return [self.mechanism_.record(count)]
 
 
 @functools.lru_cache(maxsize=4)

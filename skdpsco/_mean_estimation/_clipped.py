@@ -3,7 +3,7 @@
 import numpy as np
 
 from ..privacy._mechanisms import GaussianMechanism
-from ._oracle import GradientMeanOracle
+from ._oracle import GradientMeanOracle, SingleMechanismOracle
 
 __all__ = ["ClippedMeanOracle", "clip_coefficients"]
 
@@ -41,7 +41,7 @@ def clip_coefficients(U, row_norms, clip_norm):
         return U * factor[:, None]
 
 
-class ClippedMeanOracle(GradientMeanOracle):
+class ClippedMeanOracle(SingleMechanismOracle, GradientMeanOracle):
     """Per-sample l2 clipping to ``clip_norm``, mean over public ``n``, Gaussian noise.
 
     Sensitivity (replace-one, ``n`` public): the clipped mean is
@@ -143,7 +143,3 @@ class ClippedMeanOracle(GradientMeanOracle):
 
     def _release(self, total, rng):
         return self.mechanism_.release(total / self.n_samples_, rng)
-
-    def records(self, count):
-        """Ledger records for ``count`` calls."""
-        return [self.mechanism_.record(count)]

@@ -1,6 +1,8 @@
 """The contract of the full-batch gradient-mean oracles."""
 
-__all__ = ["GradientMeanOracle"]
+from ..privacy._mechanisms import LaplaceMechanism
+
+__all__ = ["GradientMeanOracle", "SingleMechanismOracle"]
 
 
 class GradientMeanOracle:
@@ -31,3 +33,21 @@ class GradientMeanOracle:
         if sample_weight is None:
             return self.estimate(design, U, rng)
         return self.estimate(design, U, rng, sample_weight=sample_weight)
+
+
+class SingleMechanismOracle:
+    """Mixin of the oracles whose every call is one release of the mechanism
+    ``mechanism_`` that :meth:`calibrate` fixes: its record is the call's ledger
+    entry, and its scale the call's noise."""
+
+    @property
+    def noise_scale(self):
+        """Public noise scale of one call, per coordinate of the statistic the
+        mechanism releases: the Gaussian standard deviation, or the Laplace scale.
+        Fixed by :meth:`calibrate` from public numbers."""
+        mech = self.mechanism_
+        return mech.scale if isinstance(mech, LaplaceMechanism) else mech.sigma
+
+    def records(self, count):
+        """Ledger records for ``count`` calls."""
+        return [self.mechanism_.record(count)]

@@ -33,7 +33,7 @@ from ..privacy._accounting import calibrate_analytic_gaussian
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy._params import _NON_PRIVATE
 from ._clipped import clip_coefficients
-from ._oracle import GradientMeanOracle
+from ._oracle import GradientMeanOracle, SingleMechanismOracle
 
 __all__ = [
     "MAX_MEASUREMENT_ENTRIES",
@@ -559,7 +559,7 @@ def _clipped_measurement_sum(G, A, bound):
 # ------------------------------------------------------------------- oracles
 
 
-class _SparseOracleBase(GradientMeanOracle):
+class _SparseOracleBase(SingleMechanismOracle, GradientMeanOracle):
     """Shared validation and per-sample clipping of the sparse-gradient oracles."""
 
     def __init__(self, norm_bound=1.0, sparsity=1):
@@ -669,10 +669,6 @@ class ProjectionMeanOracle(_SparseOracleBase):
         mean = design.weighted_sum(coeffs) / self.n_samples_
         estimate, _ = _release_projected(mean, self.mechanism_, self.radius_, rng)
         return estimate
-
-    def records(self, count):
-        """Ledger records for ``count`` calls."""
-        return [self.mechanism_.record(count)]
 
 
 class L1RecoveryMeanOracle(_SparseOracleBase):
@@ -793,7 +789,3 @@ class L1RecoveryMeanOracle(_SparseOracleBase):
         b = self.mechanism_.release(self._measurements(design, coeffs) / n, rng)
         z = _decode(self.A_, b, self.norm_bound, self.solver, self.max_iter)
         return z.reshape(self.shape_)
-
-    def records(self, count):
-        """Ledger records for ``count`` calls."""
-        return [self.mechanism_.record(count)]

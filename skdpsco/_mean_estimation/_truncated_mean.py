@@ -1099,6 +1099,12 @@ class TruncatedMeanOracle(GradientMeanOracle):
         mean = self._mean_query(design, U, centre)
         return self.mean_mechanism_.release(mean, rng).reshape(self.shape_)
 
+    @property
+    def noise_scale(self):
+        """Public noise scale of one call: the standard deviation of the mean
+        stage's Gaussian noise (the histograms' noise is on counts)."""
+        return self.mean_mechanism_.sigma
+
     def records(self, count):
         """Ledger records of ``count`` calls; they compose to ``count * rho``.
 

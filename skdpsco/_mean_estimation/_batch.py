@@ -11,16 +11,11 @@ privacy (:func:`skdpsco.privacy.poisson_replace_one_epsilon`).
 import numpy as np
 
 from ..privacy._mechanisms import SubsampledGaussianMechanism
+from ..utils._validation import check_real
 from ._clipped import clip_coefficients
 from ._oracle import SingleMechanismOracle
 
 __all__ = ["AveragedClipBatchOracle", "PerExampleClipBatchOracle"]
-
-
-def _check_clip(clip_norm):
-    if not (clip_norm > 0 and np.isfinite(clip_norm)):
-        raise ValueError(f"clip_norm must be finite and > 0, got {clip_norm!r}.")
-    return float(clip_norm)
 
 
 class _PoissonBatchOracle(SingleMechanismOracle):
@@ -30,7 +25,7 @@ class _PoissonBatchOracle(SingleMechanismOracle):
     statistic_name = "batch statistic"
 
     def __init__(self, clip_norm=1.0):
-        self.clip_norm = _check_clip(clip_norm)
+        self.clip_norm = check_real(clip_norm, "clip_norm", low=0, low_open=True)
 
     def calibrate(self, n_samples, sampling_rate, noise_multiplier):
         """Noise std ``z * sensitivity``; ``noise_multiplier = 0`` is noiseless."""

@@ -21,12 +21,12 @@ per ``beta`` (a few ns per entry, within ``4.4e-9``), whose values are clipped t
 
 import functools
 import math
-import numbers
 
 import numpy as np
 from scipy.special import ndtr
 
 from ..privacy._mechanisms import GaussianMechanism
+from ..utils._validation import check_int, check_real
 from ._oracle import GradientMeanOracle, SingleMechanismOracle
 
 __all__ = ["CAP", "CatoniMeanOracle", "CatoniPsiTable", "catoni_psi"]
@@ -71,15 +71,7 @@ _GL_X, _GL_W = _gauss_legendre_nodes()
 
 
 def _check_beta(beta):
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
-        raise ValueError(f"beta must be a real number, got {beta!r}.")
-    beta = float(beta)
-    if not (BETA_RANGE[0] <= beta <= BETA_RANGE[1]):
-        raise ValueError(
-            f"beta (smoothing) must lie in [{BETA_RANGE[0]:g}, {BETA_RANGE[1]:g}], "
-            f"got {beta!r}."
-        )
-    return beta
+    return check_real(beta, "beta (smoothing)", low=BETA_RANGE[0], high=BETA_RANGE[1])
 
 
 def _catoni_correction(a, b):
@@ -330,16 +322,9 @@ class CatoniPsiTable:
 
     def __init__(self, beta, size=_TABLE_SIZE):
         beta = _check_beta(beta)
-        if (
-            isinstance(size, bool)
-            or not isinstance(size, numbers.Integral)
-            or not 2**4 <= size <= 2**24
-            or size & (size - 1)
-        ):
-            raise ValueError(
-                f"size must be a power of two in [16, 2^24], got {size!r}."
-            )
-        m = int(size)
+        m = check_int(size, "size", low=2**4, high=2**24)
+        if m & (m - 1):
+            raise ValueError(f"size must be a power of two, got {size!r}.")
         c = _SQRT2 * min(1.0, math.sqrt(beta))
         k = np.arange(m + 1, dtype=float)
         # Node k is t = k / m: |a| = c k / (m - k), and |a| = inf at k = m,
@@ -526,10 +511,7 @@ class CatoniPsiTable:
 
 
 def _check_scale(scale):
-    scale = float(scale)
-    if not 0 < scale < math.inf:
-        raise ValueError(f"scale must be positive and finite, got {scale!r}.")
-    return scale
+    return check_real(scale, "scale", low=0, low_open=True)
 
 
 class CatoniMeanOracle(SingleMechanismOracle, GradientMeanOracle):
@@ -613,24 +595,20 @@ class CatoniMeanOracle(SingleMechanismOracle, GradientMeanOracle):
     def __init__(
         self, moment_bound=1.0, scale="rms", smoothing=None, failure_prob=0.01
     ):
-        if not (_is_real(moment_bound) and 0 < moment_bound < math.inf):
-            raise ValueError(
-                f"moment_bound must be finite and > 0, got {moment_bound!r}."
-            )
-        if not (_is_real(failure_prob) and 0 < failure_prob < 1):
-            raise ValueError(f"failure_prob must lie in (0, 1), got {failure_prob!r}.")
+        self.moment_bound = check_real(
+            moment_bound, "moment_bound", low=0, low_open=True
+        )
+        self.failure_prob = check_real(
+            failure_prob, "failure_prob", low=0, high=1, low_open=True, high_open=True
+        )
         if isinstance(scale, str):
             if scale not in ("paper", "rms"):
                 raise ValueError(
                     f"scale must be 'paper', 'rms' or a positive float, got {scale!r}."
                 )
-        elif not (_is_real(scale) and 0 < scale < math.inf):
-            raise ValueError(
-                f"scale must be 'paper', 'rms' or a finite float > 0, got {scale!r}."
-            )
-        self.moment_bound = float(moment_bound)
-        self.scale = scale if isinstance(scale, str) else float(scale)
-        self.failure_prob = float(failure_prob)
+        else:
+            scale = _check_scale(scale)
+        self.scale = scale
         self.smoothing = None if smoothing is None else _check_beta(smoothing)
         beta = self._resolve_smoothing()
         if not BETA_RANGE[0] <= beta <= BETA_RANGE[1]:
@@ -680,16 +658,10 @@ class CatoniMeanOracle(SingleMechanismOracle, GradientMeanOracle):
         -------
         self
         """
-        if (
-            isinstance(n_samples, bool)
-            or not isinstance(n_samples, numbers.Integral)
-            or n_samples < 1
-        ):
-            raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}.")
+        n = check_int(n_samples, "n_samples", low=1)
         shape = tuple(int(k) for k in np.atleast_1d(shape))
         if len(shape) not in (1, 2) or min(shape) < 1:
             raise ValueError(f"shape must be (dim,) or (dim, K), got {shape!r}.")
-        n = int(n_samples)
         s = self._resolve_scale(n)
         beta = self._resolve_smoothing()
         # Replace-one changes one summand psi(g_ij / s) of each coordinate, both in
@@ -769,11 +741,3 @@ def _psi_table(beta):
     # A fit builds the table once (about 33k evaluations of catoni_psi); refits with
     # the same public beta reuse it (it is read-only).
     return CatoniPsiTable(beta)
-
-
-def _is_real(value):
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, numbers.Real)
-        and not math.isnan(value)
-    )

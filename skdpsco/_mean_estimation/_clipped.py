@@ -3,6 +3,7 @@
 import numpy as np
 
 from ..privacy._mechanisms import GaussianMechanism
+from ..utils._validation import check_real
 from ._oracle import GradientMeanOracle, SingleMechanismOracle
 
 __all__ = ["ClippedMeanOracle", "clip_coefficients"]
@@ -67,9 +68,7 @@ class ClippedMeanOracle(SingleMechanismOracle, GradientMeanOracle):
     all_gaussian = True
 
     def __init__(self, clip_norm=1.0):
-        if not (clip_norm > 0 and np.isfinite(clip_norm)):
-            raise ValueError(f"clip_norm must be finite and > 0, got {clip_norm!r}.")
-        self.clip_norm = float(clip_norm)
+        self.clip_norm = check_real(clip_norm, "clip_norm", low=0, low_open=True)
 
     def calibrate(self, n_samples, rho, shape=None):
         """Fix the noise from public values.

@@ -21,11 +21,11 @@ noise, ``sigma ~ tau sqrt(p) / (n sqrt(rho_mean))``). Work is in normalised unit
 import math
 from dataclasses import dataclass
 
+from ..utils._validation import check_int, check_real
 from ._truncated_mean import (
     MIN_TRUNCATION,
     BucketGrid,
-    _check_count,
-    _check_positive,
+    _check_moment_order,
     default_gradient_bound,
     mean_stage_size,
 )
@@ -78,26 +78,19 @@ class TruncatedGDSchedule:
 def _common(
     n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
 ):
-    N = _check_count(n_samples, "n_samples")
-    rho = _check_positive(rho, "rho", allow_inf=True)
-    p = _check_count(dim, "dim")
-    s = _check_positive(gradient_scale, "gradient_scale")
+    N = check_int(n_samples, "n_samples", low=1)
+    rho = check_real(rho, "rho", low=0, low_open=True, allow_inf=True)
+    p = check_int(dim, "dim", low=1)
+    s = check_real(gradient_scale, "gradient_scale", low=0, low_open=True)
     R = (
         default_gradient_bound(s, p)
         if gradient_bound is None
-        else _check_positive(gradient_bound, "gradient_bound")
+        else check_real(gradient_bound, "gradient_bound", low=0, low_open=True)
     )
-    max_iter = _check_count(max_iter, "max_iter")
+    max_iter = check_int(max_iter, "max_iter", low=1)
     n = mean_stage_size(N, sample_split)
     rho_mean = rho if sample_split == "data" else rho / 2.0
     return n, rho, rho_mean, p, s, R, max_iter
-
-
-def _moment(moment_order):
-    k = _check_positive(moment_order, "moment_order")
-    if k < 2:
-        raise ValueError(f"moment_order must be >= 2, got {moment_order!r}.")
-    return k
 
 
 def _clamp_iter(T, max_iter):
@@ -109,8 +102,8 @@ def _clamp_iter(T, max_iter):
 
 
 def _strong_convexity(strong_convexity, smoothness):
-    a = _check_positive(strong_convexity, "strong_convexity")
-    b = _check_positive(smoothness, "smoothness")
+    a = check_real(strong_convexity, "strong_convexity", low=0, low_open=True)
+    b = check_real(smoothness, "smoothness", low=0, low_open=True)
     if a > b:
         raise ValueError(f"strong_convexity ({a!r}) cannot exceed smoothness ({b!r}).")
     return a, b
@@ -210,8 +203,8 @@ def convex_schedule(
     n, rho, rho_mean, p, s, R, max_iter = _common(
         n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
     )
-    k = _moment(moment_order)
-    M = _check_positive(diameter, "diameter")
+    k = _check_moment_order(moment_order)
+    M = check_real(diameter, "diameter", low=0, low_open=True)
     X = n * math.sqrt(rho_mean) / p
     L_R = max(1.0, math.log(R / s))
     T = _clamp_iter(X ** ((2.0 * k - 2.0) / k) / (4.0 * L_R), max_iter)
@@ -286,8 +279,8 @@ sample_split, max_iter
     n, rho, rho_mean, p, s, _, max_iter = _common(
         n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
     )
-    k = _moment(moment_order)
-    M = _check_positive(diameter, "diameter")
+    k = _check_moment_order(moment_order)
+    M = check_real(diameter, "diameter", low=0, low_open=True)
     a, b = _strong_convexity(strong_convexity, smoothness)
     T = _strongly_convex_iterations(n, rho_mean, p, k, s, a, b, M, max_iter)
     tau_formula = (n * math.sqrt(rho_mean / T) / p) ** (1.0 / k)
@@ -330,7 +323,7 @@ def axis_convex_schedule(
     n, rho, rho_mean, p, s, R, max_iter = _common(
         n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
     )
-    M = _check_positive(diameter, "diameter")
+    M = check_real(diameter, "diameter", low=0, low_open=True)
     R_tilde = R / s
     T = _clamp_iter(math.sqrt(rho_mean) * n * R_tilde**2 / p**1.5, max_iter)
     tau_formula = (n * n * rho_mean / p) ** 0.25
@@ -372,7 +365,7 @@ def axis_strongly_convex_schedule(
     n, rho, rho_mean, p, s, _, max_iter = _common(
         n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
     )
-    M = _check_positive(diameter, "diameter")
+    M = check_real(diameter, "diameter", low=0, low_open=True)
     a, b = _strong_convexity(strong_convexity, smoothness)
     T = _strongly_convex_iterations(n, rho_mean, p, 2.0, s, a, b, M, max_iter)
     tau_formula = (n * n * (rho_mean / T) / p) ** 0.25
@@ -414,16 +407,18 @@ def histogram_failure_bound(
     >>> round(histogram_failure_bound(2000, 2.162e-4, 50))
     398
     """
-    N = _check_count(n_samples, "n_samples")
-    rho_t = _check_positive(rho_per_iter, "rho_per_iter", allow_inf=True)
-    p = _check_count(dim, "dim")
-    s = _check_positive(gradient_scale, "gradient_scale")
+    N = check_int(n_samples, "n_samples", low=1)
+    rho_t = check_real(
+        rho_per_iter, "rho_per_iter", low=0, low_open=True, allow_inf=True
+    )
+    p = check_int(dim, "dim", low=1)
+    s = check_real(gradient_scale, "gradient_scale", low=0, low_open=True)
     R = (
         default_gradient_bound(s, p)
         if gradient_bound is None
-        else _check_positive(gradient_bound, "gradient_bound")
+        else check_real(gradient_bound, "gradient_bound", low=0, low_open=True)
     )
-    tau_re = _check_positive(bucket_halfwidth, "bucket_halfwidth")
+    tau_re = check_real(bucket_halfwidth, "bucket_halfwidth", low=0, low_open=True)
     n_y, rho_h = (N // 2, rho_t) if sample_split == "data" else (N, rho_t / 2.0)
     grid = BucketGrid.from_bound(R / s, tau_re)
     R_rounded = grid.half_count * grid.width

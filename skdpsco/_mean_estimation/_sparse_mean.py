@@ -32,6 +32,7 @@ from .._constraints import project_l1_ball
 from ..privacy._accounting import calibrate_analytic_gaussian
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy._params import _NON_PRIVATE
+from ..utils._validation import check_int, check_real
 from ._clipped import clip_coefficients
 from ._oracle import GradientMeanOracle, SingleMechanismOracle
 
@@ -59,25 +60,20 @@ _LP_MAX_ENTRIES = 1_000_000
 
 
 def _check_bounds(norm_bound, sparsity):
-    if not (isinstance(norm_bound, int | float | np.number) and norm_bound > 0):
-        raise ValueError(f"norm_bound must be a finite real > 0, got {norm_bound!r}.")
-    if not math.isfinite(norm_bound):
-        raise ValueError(f"norm_bound must be a finite real > 0, got {norm_bound!r}.")
-    if isinstance(sparsity, bool) or not (
-        isinstance(sparsity, int | np.integer) and sparsity >= 1
-    ):
-        raise ValueError(f"sparsity must be an integer >= 1, got {sparsity!r}.")
-    return float(norm_bound), int(sparsity)
+    return (
+        check_real(norm_bound, "norm_bound", low=0, low_open=True),
+        check_int(sparsity, "sparsity", low=1),
+    )
 
 
 def _check_budget(epsilon, delta):
     """``epsilon > 0`` (``inf`` only in the hidden testing mode), ``0 <= delta < 1``."""
-    ok = isinstance(epsilon, int | float | np.number) and not isinstance(epsilon, bool)
-    if not (ok and epsilon > 0 and (math.isfinite(epsilon) or _NON_PRIVATE.get())):
-        raise ValueError(f"epsilon must be a finite real > 0, got {epsilon!r}.")
-    if not (isinstance(delta, int | float | np.number) and 0 <= delta < 1):
-        raise ValueError(f"delta must lie in [0, 1), got {delta!r}.")
-    return float(epsilon), float(delta)
+    return (
+        check_real(
+            epsilon, "epsilon", low=0, low_open=True, allow_inf=_NON_PRIVATE.get()
+        ),
+        check_real(delta, "delta", low=0, high=1, high_open=True),
+    )
 
 
 def sparse_clip_coefficients(U, row_l2, row_l1, norm_bound, sparsity):
@@ -501,11 +497,9 @@ def l1_recovery_mean(
             "l1_recovery_mean adds Gaussian noise: delta must be > 0 (Algorithm 2 "
             "has no pure-DP variant); use projection_mean with delta=0 instead."
         )
-    if not (measurement_constant > 0 and math.isfinite(measurement_constant)):
-        raise ValueError(
-            "measurement_constant must be finite and > 0, got "
-            f"{measurement_constant!r}."
-        )
+    measurement_constant = check_real(
+        measurement_constant, "measurement_constant", low=0, low_open=True
+    )
     n, d = G.shape
     if n < 1:
         raise ValueError("l1_recovery_mean needs at least one row.")
@@ -724,12 +718,9 @@ class L1RecoveryMeanOracle(_SparseOracleBase):
         max_iter=500,
     ):
         super().__init__(norm_bound, sparsity)
-        if not (measurement_constant > 0 and math.isfinite(measurement_constant)):
-            raise ValueError(
-                "measurement_constant must be finite and > 0, got "
-                f"{measurement_constant!r}."
-            )
-        self.measurement_constant = float(measurement_constant)
+        self.measurement_constant = check_real(
+            measurement_constant, "measurement_constant", low=0, low_open=True
+        )
         self.n_measurements = n_measurements
         self.max_entries = max_entries
         self.solver = solver

@@ -49,6 +49,7 @@ from ..privacy._mechanisms import (
     ProposeTestReleaseMechanism,
     grid_step,
 )
+from ..utils._validation import check_int, check_real
 from ._oracle import GradientMeanOracle
 
 __all__ = [
@@ -316,16 +317,6 @@ def _refine(hi, lo, decay, width, k1, k2, a2, best):
     return best
 
 
-def _check_real(value, name, *, positive=False):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r}.")
-    value = float(value)
-    if not math.isfinite(value) or (positive and not value > 0):
-        bound = "finite and > 0" if positive else "finite"
-        raise ValueError(f"{name} must be {bound}, got {value!r}.")
-    return value
-
-
 # --------------------------------------------------------------------- oracle
 
 
@@ -400,14 +391,8 @@ def ptr_parameters(epsilon, delta, n_coordinates):
     >>> 0 < params.smoothness < 1e-3, 1.0 < params.log_margin < 1.5
     (True, True)
     """
-    if isinstance(epsilon, bool) or not (
-        isinstance(epsilon, numbers.Real) and 0 < epsilon < math.inf
-    ):
-        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}.")
-    if isinstance(delta, bool) or not (
-        isinstance(delta, numbers.Real) and 0 < delta < 1
-    ):
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
+    epsilon = check_real(epsilon, "epsilon", low=0, low_open=True)
+    delta = check_real(delta, "delta", low=0, high=1, low_open=True, high_open=True)
     p = int(n_coordinates)
     if epsilon > 700.0:
         raise ValueError(
@@ -451,7 +436,7 @@ def ptr_parameters(epsilon, delta, n_coordinates):
     # The record states (epsilon, delta): the split above, proof in the oracle's
     # class docstring (steps 3-6).
     mechanism = ProposeTestReleaseMechanism(
-        bound, margin, value, float(epsilon), float(delta), _ptr_name(p)
+        bound, margin, value, epsilon, delta, _ptr_name(p)
     )
     return PTRParameters(t, mechanism, delta_fail)
 
@@ -618,8 +603,8 @@ class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
         trim_count=None,
         clip_noisy_mean=True,
     ):
-        self.gradient_scale = _check_real(
-            gradient_scale, "gradient_scale", positive=True
+        self.gradient_scale = check_real(
+            gradient_scale, "gradient_scale", low=0, low_open=True
         )
         if mean_bounds is None:
             self.mean_bounds = None
@@ -630,20 +615,16 @@ class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
                 raise ValueError(
                     f"mean_bounds must be a pair (a, b), got {mean_bounds!r}."
                 ) from None
-            a = _check_real(a, "mean_bounds[0]")
-            b = _check_real(b, "mean_bounds[1]")
+            a = check_real(a, "mean_bounds[0]")
+            b = check_real(b, "mean_bounds[1]")
             if not (a < b and math.isfinite(b - a)):
                 raise ValueError(
                     f"mean_bounds must satisfy a < b with b - a finite, got {(a, b)!r}."
                 )
             self.mean_bounds = (a, b)
-        if trim_count is not None and (
-            isinstance(trim_count, bool)
-            or not isinstance(trim_count, numbers.Integral)
-            or trim_count < 1
-        ):
-            raise ValueError(f"trim_count must be an integer >= 1, got {trim_count!r}.")
-        self.trim_count = None if trim_count is None else int(trim_count)
+        self.trim_count = (
+            None if trim_count is None else check_int(trim_count, "trim_count", low=1)
+        )
         if not isinstance(clip_noisy_mean, bool | np.bool_):
             raise ValueError(
                 f"clip_noisy_mean must be a bool, got {clip_noisy_mean!r}."
@@ -683,13 +664,7 @@ class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
             For invalid ``n``, budget, ``shape``, a ``trim_count`` with ``n - 2m <
             1``, or ``mean_bounds`` whose logarithmic range does not fit the grid.
         """
-        if (
-            isinstance(n_samples, bool)
-            or not isinstance(n_samples, numbers.Integral)
-            or n_samples < 1
-        ):
-            raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}.")
-        n = int(n_samples)
+        n = check_int(n_samples, "n_samples", low=1)
         testing = rho is not None
         if testing and not (isinstance(rho, numbers.Real) and rho == math.inf):
             raise ValueError(

@@ -6,7 +6,7 @@ Two stages on disjoint halves of the records (Kamath, Liu & Zhang 2021, Section 
    data-independent bucket grid; the midpoint of the noisy argmax bucket is a coarse
    centre ``c``.
 2. **CDPHDME** (Algorithm 3): on half ``Z``, records whose gradient lies farther than
-   ``tau sqrt(p) s`` from ``c`` are *discarded*, the rest are averaged with the
+   ``tau sqrt(p) s`` from ``c`` are *dropped*, the rest are averaged with the
    denominator floored at ``3n/4``, and Gaussian noise is added.
 
 Units (a library addition): the paper normalises the gradients to a k-th moment bound
@@ -25,7 +25,6 @@ drawn.
 import math
 import warnings
 from dataclasses import dataclass
-from numbers import Integral, Real
 
 import numpy as np
 
@@ -34,6 +33,7 @@ from ..privacy._mechanisms import (
     parallel_gaussian_record,
     sigma_for_zcdp,
 )
+from ..utils._validation import check_int, check_real
 from ._oracle import GradientMeanOracle
 
 __all__ = [
@@ -65,19 +65,9 @@ _FLOAT_MAX = float(np.finfo(float).max)
 # ----------------------------------------------------------------- public numbers
 
 
-def _check_positive(value, name, *, allow_inf=False):
-    if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value):
-        raise ValueError(f"{name} must be a real number > 0, got {value!r}.")
-    if not value > 0 or (math.isinf(value) and not allow_inf):
-        bound = "> 0" if allow_inf else "finite and > 0"
-        raise ValueError(f"{name} must be {bound}, got {value!r}.")
-    return float(value)
-
-
-def _check_count(value, name, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
+def _check_moment_order(moment_order):
+    """``k >= 2``, finite (Definition 2.11's moment order)."""
+    return check_real(moment_order, "moment_order", low=2.0)
 
 
 def _check_sample_split(sample_split):
@@ -114,8 +104,8 @@ def default_gradient_bound(gradient_scale, dim):
     >>> round(default_gradient_bound(1.0, 4), 6)
     2.718282
     """
-    s = _check_positive(gradient_scale, "gradient_scale")
-    p = _check_count(dim, "dim")
+    s = check_real(gradient_scale, "gradient_scale", low=0, low_open=True)
+    p = check_int(dim, "dim", low=1)
     return s * max(math.sqrt(p), math.e)
 
 
@@ -133,7 +123,7 @@ def mean_stage_size(n_samples, sample_split="data"):
     >>> mean_stage_size(101), mean_stage_size(101, "budget")
     (51, 101)
     """
-    N = _check_count(n_samples, "n_samples")
+    N = check_int(n_samples, "n_samples", low=1)
     _check_sample_split(sample_split)
     return N - N // 2 if sample_split == "data" else N
 
@@ -174,8 +164,8 @@ class BucketGrid:
     @classmethod
     def from_bound(cls, bound, bucket_halfwidth):
         """Grid for the (normalised) range bound ``R`` and half-width ``tau_RE``."""
-        R = _check_positive(bound, "bound")
-        tau_re = _check_positive(bucket_halfwidth, "bucket_halfwidth")
+        R = check_real(bound, "bound", low=0, low_open=True)
+        tau_re = check_real(bucket_halfwidth, "bucket_halfwidth", low=0, low_open=True)
         width = 2.0 * tau_re
         J = math.ceil(R / width)
         if not J < _MAX_HISTOGRAM_CELLS:
@@ -472,8 +462,8 @@ def range_histogram_mechanism(rho_p, n_coordinates=1, name="range histogram"):
     -------
     GaussianMechanism
     """
-    rho_p = _check_positive(rho_p, "rho_p", allow_inf=True)
-    q = _check_count(n_coordinates, "n_coordinates")
+    rho_p = check_real(rho_p, "rho_p", low=0, low_open=True, allow_inf=True)
+    q = check_int(n_coordinates, "n_coordinates", low=1)
     sigma = sigma_for_zcdp(math.sqrt(2.0), rho_p)  # = 1 / sqrt(rho_p)
     return GaussianMechanism(math.sqrt(2.0 * q), sigma, name=name, integer=True)
 
@@ -760,25 +750,28 @@ class TruncatedMeanOracle(GradientMeanOracle):
         moment_order=2.0,
         sample_split="data",
     ):
-        self.gradient_scale = _check_positive(gradient_scale, "gradient_scale")
+        self.gradient_scale = check_real(
+            gradient_scale, "gradient_scale", low=0, low_open=True
+        )
         if isinstance(truncation, str):
             if truncation != "auto":
                 raise ValueError(
                     f"truncation must be 'auto' or a float > 0, got {truncation!r}."
                 )
         else:
-            truncation = _check_positive(truncation, "truncation", allow_inf=True)
+            truncation = check_real(
+                truncation, "truncation", low=0, low_open=True, allow_inf=True
+            )
         self.truncation = truncation
         self.gradient_bound = (
             None
             if gradient_bound is None
-            else _check_positive(gradient_bound, "gradient_bound")
+            else check_real(gradient_bound, "gradient_bound", low=0, low_open=True)
         )
-        self.bucket_halfwidth = _check_positive(bucket_halfwidth, "bucket_halfwidth")
-        k = _check_positive(moment_order, "moment_order")
-        if k < 2:
-            raise ValueError(f"moment_order must be >= 2, got {moment_order!r}.")
-        self.moment_order = k
+        self.bucket_halfwidth = check_real(
+            bucket_halfwidth, "bucket_halfwidth", low=0, low_open=True
+        )
+        self.moment_order = _check_moment_order(moment_order)
         self.sample_split = _check_sample_split(sample_split)
         self._truncation_override = None
 
@@ -790,12 +783,16 @@ class TruncatedMeanOracle(GradientMeanOracle):
         Precedence in :meth:`calibrate`: its ``truncation`` argument, then this
         value, then the constructor's float. Returns ``self``.
         """
-        self._truncation_override = _check_positive(tau, "truncation", allow_inf=True)
+        self._truncation_override = check_real(
+            tau, "truncation", low=0, low_open=True, allow_inf=True
+        )
         return self
 
     def _resolve_truncation(self, truncation):
         if truncation is not None:
-            return _check_positive(truncation, "truncation", allow_inf=True)
+            return check_real(
+                truncation, "truncation", low=0, low_open=True, allow_inf=True
+            )
         if self._truncation_override is not None:
             return self._truncation_override
         if self.truncation == "auto":
@@ -845,11 +842,11 @@ class TruncatedMeanOracle(GradientMeanOracle):
         -------
         self
         """
-        N = _check_count(n_samples, "n_samples")
-        rho = _check_positive(rho, "rho", allow_inf=True)
+        N = check_int(n_samples, "n_samples", low=1)
+        rho = check_real(rho, "rho", low=0, low_open=True, allow_inf=True)
         if not isinstance(shape, tuple | list) or len(shape) not in (1, 2):
             raise ValueError(f"shape must be (dim,) or (dim, K), got {shape!r}.")
-        shape = tuple(_check_count(s, "shape entries") for s in shape)
+        shape = tuple(check_int(s, "shape entries", low=1) for s in shape)
         tau = self._resolve_truncation(truncation)
         p = math.prod(shape)
         s = self.gradient_scale

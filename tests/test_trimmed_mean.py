@@ -234,20 +234,20 @@ def test_ptr_parameters_worked_numbers():
     t = 1.0 / (math.sqrt(p) * c1 * math.sqrt(2 * log_tail))
     assert params.smoothness == pytest.approx(t, rel=1e-15)
     assert params.delta_fail == delta_fail
-    bound = params.bound_mechanism
+    bound = params.mechanism.bound_mechanism
     assert bound.sensitivity == pytest.approx((t + 2.0**-40) * math.sqrt(p), rel=1e-15)
     assert bound.sensitivity / bound.sigma == pytest.approx(
         1 / c1, rel=1e-9
     )  # (eps1, delta1)
     # The margin is a few noise deviations of the bound (about 1 by the choice of t).
-    assert 1.0 < params.log_margin < 1.1
-    assert params.log_margin > bound.sigma * math.sqrt(2 * log_tail)
+    assert 1.0 < params.mechanism.log_margin < 1.1
+    assert params.mechanism.log_margin > bound.sigma * math.sqrt(2 * log_tail)
     # Exact calibrations: the bound at (eps1, delta1), the value at (eps2, delta2)
     # with delta2 what the split leaves, and the margin from the variance the
     # sampler realises (a mutant forgetting delta_fail, calibrating at the whole
     # epsilon or using the requested variance fails here).
     assert bound.sigma == calibrate_analytic_gaussian(eps1, delta1, bound.sensitivity)
-    value = params.value_mechanism
+    value = params.mechanism.value_mechanism
     assert value.sensitivity == pytest.approx(math.sqrt(p) * (1 + 2.0**-16))
     delta2 = delta - delta_fail - delta1 * math.exp(eps2) * (1 + 2.0**-20)
     assert value.sigma == pytest.approx(
@@ -257,7 +257,7 @@ def test_ptr_parameters_worked_numbers():
     variance = (bound.sigma * (1 + 2.0**-10) / gamma) ** 2 + 36.0
     realised = discrete_gaussian_levels(variance)[1]
     assert realised > variance
-    assert params.log_margin == (
+    assert params.mechanism.log_margin == (
         gamma * (math.sqrt(2 * realised * log_tail) + 0.5) + 2.0**-40
     )
     # The deltas of the proof fit in delta; the value's is about a quarter of it.
@@ -332,12 +332,14 @@ def test_estimate_is_the_ptr_release():
     S = np.maximum(S, oracle.min_smooth_sensitivity_)
     params = ptr_parameters(0.5, 1e-6, d + 1)
     gen = np.random.default_rng(7)
-    L = params.bound_mechanism.release(np.log(S), gen)
-    s_hat = np.clip(np.exp(L + params.log_margin), oracle.min_smooth_sensitivity_, 2.0)
+    L = params.mechanism.bound_mechanism.release(np.log(S), gen)
+    s_hat = np.clip(
+        np.exp(L + params.mechanism.log_margin), oracle.min_smooth_sensitivity_, 2.0
+    )
     means = trimmed_mean(G, m, a, b)
-    expected = s_hat * params.value_mechanism.release(means / s_hat, gen)
+    expected = s_hat * params.mechanism.value_mechanism.release(means / s_hat, gen)
     np.testing.assert_array_equal(out, expected)
-    assert oracle.log_margin_ == params.log_margin
+    assert oracle.log_margin_ == params.mechanism.log_margin
 
 
 def test_released_bound_is_above_the_smooth_bound():
@@ -349,12 +351,14 @@ def test_released_bound_is_above_the_smooth_bound():
     log_s = rng.uniform(-20.0, 0.0, 50)
     gaps = np.concatenate(
         [
-            params.bound_mechanism.release(log_s, rng) + params.log_margin - log_s
+            params.mechanism.bound_mechanism.release(log_s, rng)
+            + params.mechanism.log_margin
+            - log_s
             for _ in range(2000)
         ]
     )
     assert gaps.min() > 0
-    assert np.median(gaps) == pytest.approx(params.log_margin, abs=0.02)
+    assert np.median(gaps) == pytest.approx(params.mechanism.log_margin, abs=0.02)
 
 
 def test_noise_is_gaussian_at_the_released_bound():
@@ -371,9 +375,11 @@ def test_noise_is_gaussian_at_the_released_bound():
     assert oracle.min_smooth_sensitivity_ < S < 2.0 * math.exp(-1.5)
     rng = np.random.default_rng(8)
     draws = np.concatenate([oracle.estimate(design, U, rng) - 0.25 for _ in range(300)])
-    sigma1 = params.bound_mechanism.sigma
+    sigma1 = params.mechanism.bound_mechanism.sigma
     expected = (
-        S * params.value_mechanism.sigma * math.exp(params.log_margin + sigma1**2)
+        S
+        * params.mechanism.value_mechanism.sigma
+        * math.exp(params.mechanism.log_margin + sigma1**2)
     )
     assert np.std(draws) == pytest.approx(expected, rel=0.05)
     assert abs(np.mean(draws)) < 0.05 * expected
@@ -395,7 +401,11 @@ def test_noise_floor_keeps_noise_for_a_large_trim_count():
     )
     assert len(np.unique(outs)) == 50
     params = ptr_parameters(40.0, 1e-6, 1)
-    scale = floor * params.value_mechanism.sigma * math.exp(params.log_margin)
+    scale = (
+        floor
+        * params.mechanism.value_mechanism.sigma
+        * math.exp(params.mechanism.log_margin)
+    )
     assert 0.3 < np.std(outs - 0.5) / scale < 3
 
 
@@ -546,10 +556,10 @@ def _public_state(oracle):
     params = state.pop("_params")
     ptr = state.pop("mechanism_")
     assert ptr is params.mechanism  # the record's object is the one that draws
-    mechs = (params.bound_mechanism, params.value_mechanism)
+    mechs = (params.mechanism.bound_mechanism, params.mechanism.value_mechanism)
     state["_params"] = (
         params.smoothness,
-        params.log_margin,
+        params.mechanism.log_margin,
         params.delta_fail,
         (ptr.name, ptr.epsilon, ptr.delta),
         *[(mech.sensitivity, mech.sigma, mech.name) for mech in mechs],

@@ -50,8 +50,8 @@ class PerExampleClipBatchOracle(_PoissonBatchOracle):
 
     Parameters
     ----------
-    clip_norm : float
-        ``C``.
+    clip_norm : float, default=1.0
+        ``C``, the l2 bound on each per-example gradient.
 
     References
     ----------
@@ -93,8 +93,9 @@ class AveragedClipBatchOracle(_PoissonBatchOracle):
 
     Parameters
     ----------
-    clip_norm : float
-        ``lambda``.
+    clip_norm : float, default=1.0
+        ``lambda``: the batch mean is clipped once, to this l2 radius (the
+        per-example gradients are not clipped).
 
     References
     ----------

@@ -6,7 +6,7 @@ from ..privacy._mechanisms import GaussianMechanism
 from ..utils._validation import check_real
 from ._oracle import GradientMeanOracle, SingleMechanismOracle
 
-__all__ = ["ClippedMeanOracle", "clip_coefficients"]
+__all__ = ["ClippedMeanOracle", "clip_coefficients", "shrink_coefficients"]
 
 
 def clip_coefficients(U, row_norms, clip_norm):
@@ -30,14 +30,28 @@ def clip_coefficients(U, row_norms, clip_norm):
     ndarray of the shape of ``U``
     """
     U = np.nan_to_num(np.asarray(U, dtype=float), nan=0.0)
+    return shrink_coefficients(
+        U, row_norms, clip_norm, lambda unit: np.linalg.norm(unit, axis=1)
+    )
+
+
+def shrink_coefficients(U, row_norms, bound, unit_norms):
+    """``u_i min(1, bound / (||u_i|| r_i))``, ``r_i = row_norms[i]``, for NaN-free
+    ``U``: the product of the two norms brought down to ``bound``, overflow-safe.
+
+    ``unit_norms(V)`` gives the row norms of ``V = U / max_k |u_ik|`` (entries in
+    ``[-1, 1]``, so no overflow); scaled back by the row maxima they are the
+    ``||u_i||`` (l2 for the clipped mean, l1 for the sparse set). Scalar ``u_i``
+    is clipped to ``[-bound / r_i, bound / r_i]``; a zero ``r_i`` leaves ``u_i``,
+    an infinite one gives 0.
+    """
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        cap = np.where(row_norms > 0, clip_norm / row_norms, np.inf)
+        cap = np.where(row_norms > 0, bound / row_norms, np.inf)
         if U.ndim == 1:
             return np.sign(U) * np.minimum(np.abs(U), cap)
         scale = np.max(np.abs(U), axis=1)
         safe = np.where(scale > 0, scale, 1.0)
-        unit = U / safe[:, None]
-        unorm = safe * np.linalg.norm(unit, axis=1)  # ||u_i||, overflow-safe
+        unorm = safe * unit_norms(U / safe[:, None])  # ||u_i||, overflow-safe
         factor = np.where(unorm > cap, cap / np.where(unorm > 0, unorm, 1.0), 1.0)
         return U * factor[:, None]
 

@@ -93,6 +93,19 @@ def _common(
     return n, rho, rho_mean, p, s, R, max_iter
 
 
+def _schedule(T, learning_rate, tau_formula, averaging, rho):
+    # tau clamped at 60, Theorem 4.1's precondition, which the formulas can miss;
+    # rho_t = rho / T with the final T.
+    return TruncatedGDSchedule(
+        n_iter=T,
+        learning_rate=learning_rate,
+        truncation=max(MIN_TRUNCATION, tau_formula),
+        averaging=averaging,
+        rho_per_iter=rho / T,
+        truncation_formula=tau_formula,
+    )
+
+
 def _clamp_iter(T, max_iter):
     # T in [1, max_iter] (the paper sets no cap); a smaller T is privacy-safe when eta
     # and rho_t are recomputed with it. floor(inf) is the cap.
@@ -203,20 +216,13 @@ def convex_schedule(
     n, rho, rho_mean, p, s, R, max_iter = _common(
         n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
     )
-    k = _check_moment_order(moment_order)
     M = check_real(diameter, "diameter", low=0, low_open=True)
+    k = _check_moment_order(moment_order)
     X = n * math.sqrt(rho_mean) / p
     L_R = max(1.0, math.log(R / s))
     T = _clamp_iter(X ** ((2.0 * k - 2.0) / k) / (4.0 * L_R), max_iter)
     tau_formula = X ** (1.0 / k)
-    return TruncatedGDSchedule(
-        n_iter=T,
-        learning_rate=M / (R * math.sqrt(T)),
-        truncation=max(MIN_TRUNCATION, tau_formula),
-        averaging="uniform",
-        rho_per_iter=rho / T,
-        truncation_formula=tau_formula,
-    )
+    return _schedule(T, M / (R * math.sqrt(T)), tau_formula, "uniform", rho)
 
 
 def strongly_convex_schedule(
@@ -273,25 +279,20 @@ sample_split, max_iter
     --------
     >>> sched = strongly_convex_schedule(100_000, 0.0208199, 10, diameter=10.0,
     ...                                  strong_convexity=1.0, smoothness=2.0)
-    >>> sched.n_iter, sched.truncation, round(sched.learning_rate, 6)
-    (18, 60.0, 0.333333)
+    >>> sched.n_iter, sched.truncation, sched.averaging
+    (18, 60.0, 'last')
+    >>> sched.learning_rate == 1.0 / 3.0
+    True
     """
+    a, b = _strong_convexity(strong_convexity, smoothness)
     n, rho, rho_mean, p, s, _, max_iter = _common(
         n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
     )
-    k = _check_moment_order(moment_order)
     M = check_real(diameter, "diameter", low=0, low_open=True)
-    a, b = _strong_convexity(strong_convexity, smoothness)
+    k = _check_moment_order(moment_order)
     T = _strongly_convex_iterations(n, rho_mean, p, k, s, a, b, M, max_iter)
     tau_formula = (n * math.sqrt(rho_mean / T) / p) ** (1.0 / k)
-    return TruncatedGDSchedule(
-        n_iter=T,
-        learning_rate=1.0 / (a + b),
-        truncation=max(MIN_TRUNCATION, tau_formula),
-        averaging="last",
-        rho_per_iter=rho / T,
-        truncation_formula=tau_formula,
-    )
+    return _schedule(T, 1.0 / (a + b), tau_formula, "last", rho)
 
 
 def axis_convex_schedule(
@@ -327,14 +328,7 @@ def axis_convex_schedule(
     R_tilde = R / s
     T = _clamp_iter(math.sqrt(rho_mean) * n * R_tilde**2 / p**1.5, max_iter)
     tau_formula = (n * n * rho_mean / p) ** 0.25
-    return TruncatedGDSchedule(
-        n_iter=T,
-        learning_rate=M / (R * math.sqrt(T)),
-        truncation=max(MIN_TRUNCATION, tau_formula),
-        averaging="uniform",
-        rho_per_iter=rho / T,
-        truncation_formula=tau_formula,
-    )
+    return _schedule(T, M / (R * math.sqrt(T)), tau_formula, "uniform", rho)
 
 
 def axis_strongly_convex_schedule(
@@ -362,21 +356,14 @@ def axis_strongly_convex_schedule(
     ----------
     .. [1] Kamath, G., Liu, X. and Zhang, H. (2021). arXiv:2106.01336, Appendix B.
     """
+    a, b = _strong_convexity(strong_convexity, smoothness)
     n, rho, rho_mean, p, s, _, max_iter = _common(
         n_samples, rho, dim, gradient_scale, gradient_bound, sample_split, max_iter
     )
     M = check_real(diameter, "diameter", low=0, low_open=True)
-    a, b = _strong_convexity(strong_convexity, smoothness)
     T = _strongly_convex_iterations(n, rho_mean, p, 2.0, s, a, b, M, max_iter)
     tau_formula = (n * n * (rho_mean / T) / p) ** 0.25
-    return TruncatedGDSchedule(
-        n_iter=T,
-        learning_rate=1.0 / (a + b),
-        truncation=max(MIN_TRUNCATION, tau_formula),
-        averaging="last",
-        rho_per_iter=rho / T,
-        truncation_formula=tau_formula,
-    )
+    return _schedule(T, 1.0 / (a + b), tau_formula, "last", rho)
 
 
 def histogram_failure_bound(

@@ -33,7 +33,7 @@ from ..privacy._accounting import calibrate_analytic_gaussian
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy._params import _NON_PRIVATE
 from ..utils._validation import check_int, check_real
-from ._clipped import clip_coefficients
+from ._clipped import clip_coefficients, shrink_coefficients
 from ._oracle import GradientMeanOracle, SingleMechanismOracle
 
 __all__ = [
@@ -108,16 +108,10 @@ def sparse_clip_coefficients(U, row_l2, row_l1, norm_bound, sparsity):
     """
     L, s = _check_bounds(norm_bound, sparsity)
     C = clip_coefficients(U, row_l2, L)  # l2 part, overflow-safe
-    l1_cap = L * math.sqrt(s)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        cap = np.where(row_l1 > 0, l1_cap / row_l1, np.inf)
-        if C.ndim == 1:
-            return np.sign(C) * np.minimum(np.abs(C), cap)
-        scale = np.max(np.abs(C), axis=1)
-        safe = np.where(scale > 0, scale, 1.0)
-        cnorm1 = safe * np.sum(np.abs(C / safe[:, None]), axis=1)  # ||c_i||_1
-        factor = np.where(cnorm1 > cap, cap / np.where(cnorm1 > 0, cnorm1, 1.0), 1.0)
-        return C * factor[:, None]
+    # l1 part: ||c_i||_1 ||x_i||_1 brought down to L sqrt(s).
+    return shrink_coefficients(
+        C, row_l1, L * math.sqrt(s), lambda unit: np.sum(np.abs(unit), axis=1)
+    )
 
 
 def _row_norms_l2_l1(G):

@@ -329,21 +329,6 @@ class PTRParameters(NamedTuple):
     mechanism: ProposeTestReleaseMechanism
     delta_fail: float
 
-    @property
-    def bound_mechanism(self):
-        """The grid Gaussian mechanism of ``ln S``."""
-        return self.mechanism.bound_mechanism
-
-    @property
-    def log_margin(self):
-        """``mu``."""
-        return self.mechanism.log_margin
-
-    @property
-    def value_mechanism(self):
-        """The grid Gaussian mechanism of ``mu / S_hat``."""
-        return self.mechanism.value_mechanism
-
 
 def _ptr_name(n_coordinates):
     return f"trimmed mean, propose-test-release ({n_coordinates} coordinates)"
@@ -388,7 +373,7 @@ def ptr_parameters(epsilon, delta, n_coordinates):
     --------
     >>> from skdpsco._mean_estimation._trimmed_mean import ptr_parameters
     >>> params = ptr_parameters(0.1, 1e-6, 3)
-    >>> 0 < params.smoothness < 1e-3, 1.0 < params.log_margin < 1.5
+    >>> 0 < params.smoothness < 1e-3, 1.0 < params.mechanism.log_margin < 1.5
     (True, True)
     """
     epsilon = check_real(epsilon, "epsilon", low=0, low_open=True)
@@ -696,13 +681,13 @@ class SmoothSensitivityTrimmedMeanOracle(GradientMeanOracle):
         else:
             params = ptr_parameters(epsilon, delta, p)
             mechanism = params.mechanism
-            t, margin = params.smoothness, params.log_margin
+            t, margin = params.smoothness, mechanism.log_margin
             epsilon, delta = float(epsilon), float(delta)
             # ln S lies in [ln S_min, ln(b - a)]: far inside the +-2^52 steps of
             # the bound's grid, or the clamp there could break the margin
             # (public numbers).
             reach = max(abs(math.log(floor)), abs(math.log(b - a))) + margin
-            mech = params.bound_mechanism
+            mech = mechanism.bound_mechanism
             if not reach < 2.0**51 * grid_step(min(mech.sensitivity, mech.sigma), p):
                 raise ValueError(
                     f"the grid of the released ln S cannot hold its range at "

@@ -1068,9 +1068,11 @@ class TruncatedMeanOracle(GradientMeanOracle):
         Parameters
         ----------
         design : LinearDesign
-            Anything with ``n_samples`` and ``gradient_chunk_sum(U, func)``.
+            Read through ``gradient_chunk_sum`` (rows of ``Y``; rows of ``Z`` for
+            the axis variant) and, for the ball, ``predict`` and
+            ``weighted_sum``.
         U : ndarray of shape (N,) or (N, K)
-            Per-sample derivatives of the loss at the current iterate.
+            The loss derivatives of all ``N`` rows at the current iterate.
         rng : numpy.random.Generator
             The fit's generator: the split (first call only) and all noise.
 

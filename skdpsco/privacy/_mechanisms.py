@@ -15,6 +15,7 @@ to at most ``Delta + sqrt(m) gamma <= Delta (1 + 2^-10)`` (l1: ``Delta_1 + m gam
 ratio of sensitivity to noise, hence every privacy statement, is the one recorded.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -619,13 +620,11 @@ class SubsampledGaussianMechanism:
         return self._gaussian.release(value, rng)
 
     def record(self, count=1):
-        """Ledger record for ``count`` releases, each on its own Poisson batch."""
-        return MechanismRecord(
-            self.name,
-            "subsampled_gaussian",
-            count=count,
-            sensitivity=self.sensitivity,
-            scale=self.sigma,
+        """Ledger record for ``count`` releases, each on its own Poisson batch:
+        the Gaussian mechanism's, with the sampling rate."""
+        return dataclasses.replace(
+            self._gaussian.record(count),
+            kind="subsampled_gaussian",
             sampling_rate=self.sampling_rate,
         )
 
@@ -745,11 +744,7 @@ class ProposeTestReleaseMechanism:
     def record(self, count=1):
         """Ledger record for ``count`` uses: ``(epsilon, delta)``-DP each."""
         return MechanismRecord(
-            self.name,
-            "approx_dp",
-            count=count,
-            epsilon=self.epsilon,
-            delta=self.delta,
+            self.name, "approx_dp", count=count, epsilon=self.epsilon, delta=self.delta
         )
 
 

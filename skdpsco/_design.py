@@ -281,6 +281,18 @@ class LinearDesign:
             self.X[rows], self.fit_intercept, self.chunk_rows, self.intercept_column
         )
 
+    def parameter_shape(self, n_outputs):
+        """``(dim,)`` for one output (vector parameters), ``(dim, K)`` for ``K``."""
+        return (self.dim,) if n_outputs == 1 else (self.dim, n_outputs)
+
+    def penalty_mask(self, shape):
+        """Ones of ``shape`` with the intercept row 0: the public L2 penalty
+        ``(lambda / 2) ||w||^2`` leaves the intercept unpenalised."""
+        mask = np.ones(shape)
+        if self.fit_intercept:
+            mask[self.n_features] = 0.0
+        return mask
+
     def _chunks(self, entries=DEFAULT_CHUNK_ENTRIES):
         if sp.issparse(self.X):
             # A sparse chunk's temporaries are as large as its non-zeros, not

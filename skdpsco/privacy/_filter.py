@@ -35,6 +35,7 @@ References
 import math
 
 from ..utils._validation import check_real
+from ._records import MechanismRecord
 
 __all__ = [
     "PrivacyFilter",
@@ -43,7 +44,9 @@ __all__ = [
     "boosting_budget",
     "closed_form_step_cost",
     "filter_epsilon",
+    "filtered_run_record",
     "private_selection_cost",
+    "private_selection_record",
     "step_cost",
 ]
 
@@ -262,6 +265,58 @@ class PrivacyFilter:
         self.sum_sq_epsilon += epsilon_t**2
         self.sum_delta += delta_t
         self.n_steps += 1
+
+
+def filtered_run_record(name, epsilon, delta):
+    """The ledger record of a run stopped by a privacy filter.
+
+    The filter's guarantee (Thm A.4, plus basic composition of the steps run past
+    its check, Dwork & Roth 2014, Thm 3.16) holds for the run as a whole: it does
+    not decompose into per-step records (each step's mechanisms hold for a batch
+    and become a guarantee for the dataset only through amplification and the
+    filter). The run is one ``"approx_dp"`` mechanism at its certified total.
+
+    Parameters
+    ----------
+    name : str
+    epsilon, delta : float
+        The run's certified total (public: a function of the budget and ``n``).
+
+    Returns
+    -------
+    MechanismRecord
+    """
+    return MechanismRecord(name, "approx_dp", epsilon=epsilon, delta=delta)
+
+
+def private_selection_record(name, pair_records, max_runs, delta_2):
+    """The ledger record of Liu–Talwar private selection with random stopping.
+
+    One (candidate, noisy score) pair is ``(epsilon_1, delta_1)``-DP by basic
+    composition of ``pair_records`` (Dwork & Roth 2014, Thm 3.16);
+    :func:`private_selection_cost` gives the total over at most ``max_runs`` runs
+    (Liu & Talwar 2019, Thm 3.4), accounted as one ``"approx_dp"`` mechanism.
+
+    Parameters
+    ----------
+    name : str
+    pair_records : list of MechanismRecord
+        The records of one run and of its score (``"approx_dp"`` or
+        ``"laplace"``: each states its epsilon). Every run's records must be the
+        same public numbers, fixed before the first run.
+    max_runs : int
+        The cap ``K``.
+    delta_2 : float
+        The delta of the random-stopping cap.
+
+    Returns
+    -------
+    MechanismRecord
+    """
+    epsilon_1 = sum(r.count * r.epsilon for r in pair_records)
+    delta_1 = sum(r.count * (r.delta or 0.0) for r in pair_records)
+    epsilon, delta = private_selection_cost(epsilon_1, delta_1, max_runs, delta_2)
+    return MechanismRecord(name, "approx_dp", epsilon=epsilon, delta=delta)
 
 
 def private_selection_cost(epsilon_1, delta_1, max_runs, delta_2):

@@ -753,3 +753,54 @@ __all__ += [
     "SubsampledGaussianMechanism",
     "parallel_gaussian_record",
 ]
+
+
+class ExponentialMechanism:
+    """Select the candidate of least score with ``epsilon``-DP.
+
+    Permute-and-flip over a finite, public candidate set
+    (:func:`exponential_mechanism`): ``epsilon``-DP when every candidate's score
+    changes by at most ``sensitivity`` between neighbouring datasets (McKenna &
+    Sheldon 2020, Thm 1). The selection and its ledger record read the same
+    ``epsilon`` and ``sensitivity``.
+
+    Parameters
+    ----------
+    sensitivity : float
+        ``> 0``, finite: the largest change of one score between neighbours.
+    epsilon : float
+        ``> 0`` (``inf``: the first minimiser, the hidden testing mode).
+    name : str, default="exponential mechanism"
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdpsco.privacy._mechanisms import ExponentialMechanism
+    >>> mech = ExponentialMechanism(1.0, float("inf"))
+    >>> mech.select([3.0, 1.0, 2.0], np.random.default_rng(0))
+    1
+    """
+
+    def __init__(self, sensitivity, epsilon, name="exponential mechanism"):
+        if not (sensitivity > 0 and math.isfinite(sensitivity)):
+            raise ValueError(
+                f"sensitivity must be finite and > 0, got {sensitivity!r}."
+            )
+        if not epsilon > 0:
+            raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
+        self.sensitivity = sensitivity
+        self.epsilon = epsilon
+        self.name = name
+
+    def select(self, scores, rng):
+        """Index of the selected candidate (lower scores are better)."""
+        return exponential_mechanism(rng, scores, self.epsilon, self.sensitivity)
+
+    def record(self, count=1):
+        """Ledger record for ``count`` selections, each ``(epsilon, 0)``-DP."""
+        return MechanismRecord(
+            self.name, "approx_dp", count=count, epsilon=float(self.epsilon), delta=0.0
+        )
+
+
+__all__ += ["ExponentialMechanism"]

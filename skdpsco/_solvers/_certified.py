@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import CertificationError
+from ..utils._validation import check_int, check_real
 
 __all__ = ["CertifiedResult", "certified_minimize", "certified_minimize_fixed"]
 
@@ -75,6 +76,18 @@ class CertifiedResult:
     converged: bool
 
 
+def _certified_result(w, bound, mu, n_iter, converged):
+    """The result at ``w`` with certified distance ``bound``; the value gap
+    ``(mu bound)^2 / (2 mu)`` follows from strong convexity (module docstring)."""
+    return CertifiedResult(
+        w=w,
+        distance_bound=bound,
+        value_gap_bound=mu * bound**2 / 2.0,
+        n_iter=int(n_iter),
+        converged=converged,
+    )
+
+
 def _residual_certificate(grad, project, w, g, H, mu):
     """``(w+, grad F(w+), distance bound)`` of the residual certificate at ``w``."""
     step = g / H
@@ -102,16 +115,10 @@ def _residual_certificate(grad, project, w, g, H, mu):
 def _accelerated_setup(value_and_grad, project, mu, smoothness, tol, count, name):
     """Checked arguments of the accelerated solvers: ``(project, grad, H,
     momentum)``, the momentum ``(1 - sqrt(mu / H)) / (1 + sqrt(mu / H))``."""
-    if not (mu > 0 and math.isfinite(mu)):
-        raise ValueError(f"mu must be finite and > 0, got {mu!r}.")
-    if not (smoothness >= mu and math.isfinite(smoothness)):
-        raise ValueError(
-            f"smoothness must be finite and >= mu, got {smoothness!r} (mu={mu!r})."
-        )
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0, got {tol!r}.")
-    if int(count) != count or count < 1:
-        raise ValueError(f"{name} must be a positive integer, got {count!r}.")
+    mu = check_real(mu, "mu", low=0.0, low_open=True)
+    smoothness = check_real(smoothness, "smoothness", low=mu)
+    check_real(tol, "tol", low=0.0, low_open=True, allow_inf=True)
+    check_int(count, name, low=1)
     if project is None:
 
         def project(w):
@@ -232,26 +239,14 @@ def certified_minimize(
             if not raise_on_failure and (best is None or bound < best[1]):
                 best = (w_plus, bound)
             if bound <= tol:
-                return CertifiedResult(
-                    w=w_plus,
-                    distance_bound=bound,
-                    value_gap_bound=mu * bound**2 / 2.0,
-                    n_iter=k,
-                    converged=True,
-                )
+                return _certified_result(w_plus, bound, mu, k, True)
     if raise_on_failure:
         raise CertificationError(
             f"the solver did not certify ||w - w*|| <= {tol:.3g} within "
             f"{int(max_iter)} iterations; nothing is released."
         )
     w_plus, bound = best
-    return CertifiedResult(
-        w=w_plus,
-        distance_bound=bound,
-        value_gap_bound=mu * bound**2 / 2.0,
-        n_iter=int(max_iter),
-        converged=False,
-    )
+    return _certified_result(w_plus, bound, mu, max_iter, False)
 
 
 def certified_minimize_fixed(
@@ -348,10 +343,4 @@ def certified_minimize_fixed(
             f"the solver did not certify ||w - w*|| <= {tol:.3g} after its "
             f"{int(n_iter)} iterations; nothing is released."
         )
-    return CertifiedResult(
-        w=w_plus,
-        distance_bound=bound,
-        value_gap_bound=mu * bound**2 / 2.0,
-        n_iter=int(n_iter),
-        converged=converged,
-    )
+    return _certified_result(w_plus, bound, mu, n_iter, converged)

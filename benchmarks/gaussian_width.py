@@ -49,6 +49,7 @@ from skdpsco._losses import get_loss
 from skdpsco._mean_estimation import ClippedMeanOracle
 from skdpsco._solvers import noisy_gradient_descent
 from skdpsco.privacy._accounting import gaussian_rho_budget
+from skdpsco.privacy._budget import AlgorithmBudget
 
 ALGORITHMS = [
     "objective_perturbation",
@@ -132,7 +133,7 @@ def dp_gd_baseline(X, y, epsilon, seed, max_iter=100):
         get_loss("squared"),
         ClippedMeanOracle(1.0),
         n_outputs=1,
-        rho=rho,
+        budget=AlgorithmBudget(epsilon, DELTA, X.shape[0], rho),
         max_iter=max_iter,
         learning_rate=0.5,
         rng=np.random.default_rng(seed),

@@ -36,6 +36,7 @@ from skdpsco._losses import get_loss
 from skdpsco._mean_estimation import ClippedMeanOracle
 from skdpsco._solvers import noisy_gradient_descent
 from skdpsco.privacy._accounting import gaussian_rho_budget
+from skdpsco.privacy._budget import AlgorithmBudget
 
 N_FIELDS = 20
 HEAD = 50
@@ -111,7 +112,7 @@ def dense_noise_gd(X, y, *, epsilon, alpha, max_iter=30, seed=0):
         get_loss("huber", threshold=1.0),
         ClippedMeanOracle(math.sqrt(2.0)),
         n_outputs=1,
-        rho=rho,
+        budget=AlgorithmBudget(epsilon, DELTA, X.shape[0], rho),
         max_iter=max_iter,
         learning_rate=1.0 / (2.0 + alpha),
         l2_penalty=alpha,

@@ -21,6 +21,7 @@ from skdpsco._solvers._bias_reduced_sgd import (
     tgeom_pmf,
 )
 from skdpsco.privacy._accounting import account_records
+from skdpsco.privacy._budget import AlgorithmBudget
 from skdpsco.privacy._params import _non_private_testing_mode
 from skdpsco.privacy._records import MechanismRecord
 
@@ -246,7 +247,10 @@ def test_stopping_time_is_data_independent():
     d1, y1 = _one_hot_problem(n=512, d=50, seed=0)
     d2, y2 = _one_hot_problem(n=512, d=50, seed=1)
     kw = dict(
-        epsilon=2.0, delta=1e-6, norm_bound=math.sqrt(2), sparsity=3, learning_rate=0.05
+        budget=AlgorithmBudget(2.0, 1e-6, 512),
+        norm_bound=math.sqrt(2),
+        sparsity=3,
+        learning_rate=0.05,
     )
     r1 = bias_reduced_sgd(d1, y1, HuberLoss(1.0), rng=np.random.default_rng(5), **kw)
     r2 = bias_reduced_sgd(
@@ -284,8 +288,7 @@ def test_sgd_reduces_loss_and_records_compose_within_budget(stopping):
             design,
             y,
             loss,
-            epsilon=16.0,
-            delta=1e-6,
+            budget=AlgorithmBudget(16.0, 1e-6, design.n_samples),
             norm_bound=math.sqrt(2),
             sparsity=3,
             learning_rate=0.05,
@@ -317,8 +320,7 @@ def test_sgd_non_private_limit():
             design,
             y,
             loss,
-            epsilon=math.inf,
-            delta=1e-6,
+            budget=AlgorithmBudget(math.inf, 1e-6, design.n_samples),
             norm_bound=math.sqrt(2),
             sparsity=3,
             coef_norm_bound=7.3,
@@ -336,8 +338,7 @@ def test_sgd_accepts_l1_recovery_and_multinomial():
         design,
         y,
         MultinomialLoss(),
-        epsilon=1.0,
-        delta=1e-6,
+        budget=AlgorithmBudget(1.0, 1e-6, design.n_samples),
         norm_bound=math.sqrt(2) * math.sqrt(2),
         sparsity=9,
         n_outputs=3,
@@ -369,8 +370,7 @@ def test_sgd_refuses_an_estimator_that_overspends():
             design,
             y,
             HuberLoss(1.0),
-            epsilon=1.0,
-            delta=1e-6,
+            budget=AlgorithmBudget(1.0, 1e-6, design.n_samples),
             norm_bound=1.0,
             sparsity=3,
             learning_rate=0.1,
@@ -383,17 +383,29 @@ def test_sgd_input_validation():
     design, y = _one_hot_problem(n=64, d=10)
     kw = dict(norm_bound=1.0, sparsity=3, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="delta"):
-        bias_reduced_sgd(design, y, HuberLoss(1.0), epsilon=1.0, delta=0.0, **kw)
+        bias_reduced_sgd(
+            design, y, HuberLoss(1.0), budget=AlgorithmBudget(1.0, 0.0, 64), **kw
+        )
     with pytest.raises(ValueError, match="stopping"):
         bias_reduced_sgd(
-            design, y, HuberLoss(1.0), epsilon=1.0, delta=1e-6, stopping="x", **kw
+            design,
+            y,
+            HuberLoss(1.0),
+            budget=AlgorithmBudget(1.0, 1e-6, 64),
+            stopping="x",
+            **kw,
         )
     with pytest.raises(ValueError, match="nonconvex"):
         bias_reduced_sgd(
-            design, y, HuberLoss(1.0), epsilon=1.0, delta=1e-6, convex=False, **kw
+            design,
+            y,
+            HuberLoss(1.0),
+            budget=AlgorithmBudget(1.0, 1e-6, 64),
+            convex=False,
+            **kw,
         )
     tiny = LinearDesign(sp.csr_matrix(np.ones((1, 3))), False)
     with pytest.raises(ValueError, match="n_samples >= 2"):
         bias_reduced_sgd(
-            tiny, np.ones(1), HuberLoss(1.0), epsilon=1.0, delta=1e-6, **kw
+            tiny, np.ones(1), HuberLoss(1.0), budget=AlgorithmBudget(1.0, 1e-6, 1), **kw
         )

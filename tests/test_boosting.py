@@ -14,6 +14,7 @@ from skdpsco._solvers._boosting import (
     gradient_norm_score,
 )
 from skdpsco.privacy._accounting import account_records
+from skdpsco.privacy._budget import AlgorithmBudget
 from skdpsco.privacy._params import _non_private_testing_mode
 
 
@@ -55,8 +56,7 @@ def test_boosted_run_composes_within_budget_and_reduces_loss():
             design,
             y,
             loss,
-            epsilon=120.0,
-            delta=1e-6,
+            budget=AlgorithmBudget(120.0, 1e-6, design.n_samples),
             norm_bound=math.sqrt(2),
             sparsity=3,
             loss_bound=5.0,
@@ -86,8 +86,7 @@ def test_boosting_non_private_limit_and_validation():
             design,
             y,
             loss,
-            epsilon=math.inf,
-            delta=1e-6,
+            budget=AlgorithmBudget(math.inf, 1e-6, design.n_samples),
             norm_bound=math.sqrt(2),
             sparsity=3,
             loss_bound=5.0,
@@ -100,7 +99,14 @@ def test_boosting_non_private_limit_and_validation():
     kw = dict(norm_bound=1.0, sparsity=3, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="epsilon/10"):
         boosted_bias_reduced_sgd(
-            design, y, loss, epsilon=0.1, delta=0.05, loss_bound=1.0, **kw
+            design,
+            y,
+            loss,
+            budget=AlgorithmBudget(0.1, 0.05, design.n_samples),
+            loss_bound=1.0,
+            **kw,
         )
     with pytest.raises(ValueError, match="loss_bound"):
-        boosted_bias_reduced_sgd(design, y, loss, epsilon=1.0, delta=1e-6, **kw)
+        boosted_bias_reduced_sgd(
+            design, y, loss, budget=AlgorithmBudget(1.0, 1e-6, design.n_samples), **kw
+        )

@@ -30,6 +30,7 @@ from skdpsco._solvers._output_perturbation import (
 )
 from skdpsco.exceptions import CertificationError
 from skdpsco.privacy import calibrate_analytic_gaussian
+from skdpsco.privacy._budget import AlgorithmBudget
 from skdpsco.privacy._params import _non_private_testing_mode
 
 #: The implicit intercept column at row_norm_bound = 1: the solver's coefficient
@@ -50,7 +51,10 @@ def _plan(**kw):
         tol=1e-3,
     )
     params.update(kw)
-    return plan_output_perturbation(**params)
+    budget = AlgorithmBudget(
+        params.pop("epsilon"), params.pop("delta"), params.pop("n_samples")
+    )
+    return plan_output_perturbation(budget=budget, **params)
 
 
 # ------------------------------------------------------------ noise formulas

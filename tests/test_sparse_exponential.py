@@ -16,6 +16,7 @@ from skdpsco._solvers._sparse_exponential import (
     sparse_net,
 )
 from skdpsco.privacy._accounting import account_records
+from skdpsco.privacy._budget import AlgorithmBudget
 from skdpsco.privacy._mechanisms import exponential_mechanism, selection_codes
 from skdpsco.privacy._params import _non_private_testing_mode
 
@@ -133,7 +134,7 @@ def test_output_law_matches_permute_and_flip(k):
     p = _permute_and_flip_law(scores, eps, B)
     rng = np.random.default_rng(1)
     kw = dict(
-        epsilon=eps,
+        budget=AlgorithmBudget(eps, 0.0, design.n_samples),
         loss_bound=B,
         norm_bound=1.0,
         sparsity=4,
@@ -173,7 +174,7 @@ def test_scores_sensitivity_and_record():
         design,
         y,
         HuberLoss(1.0),
-        epsilon=0.5,
+        budget=AlgorithmBudget(0.5, 0.0, design.n_samples),
         loss_bound=1.0,
         norm_bound=1.0,
         sparsity=4,
@@ -207,7 +208,7 @@ def test_non_private_limit_is_net_minimiser():
             design,
             y,
             loss,
-            epsilon=math.inf,
+            budget=AlgorithmBudget(math.inf, 0.0, design.n_samples),
             loss_bound=5.0,
             norm_bound=1.0,
             sparsity=4,
@@ -225,7 +226,12 @@ def test_refuses_large_inputs():
     X = rng.normal(size=(20, MAX_DIM + 1))
     design = LinearDesign(X, fit_intercept=False)
     kw = dict(
-        epsilon=1.0, loss_bound=1.0, norm_bound=1.0, sparsity=2, radius=1.0, rng=rng
+        budget=AlgorithmBudget(1.0, 0.0, 20),
+        loss_bound=1.0,
+        norm_bound=1.0,
+        sparsity=2,
+        radius=1.0,
+        rng=rng,
     )
     with pytest.raises(ValueError, match=f"MAX_DIM={MAX_DIM}"):
         sparse_exponential_mechanism(design, np.zeros(20), HuberLoss(), **kw)

@@ -19,6 +19,7 @@ from skdpsco._mean_estimation._sparse_mean import (
 from skdpsco._solvers import noisy_gradient_descent
 from skdpsco.privacy import PrivacySpent
 from skdpsco.privacy._accounting import gaussian_rho_budget
+from skdpsco.privacy._budget import AlgorithmBudget
 
 RNG = np.random.default_rng(7)
 
@@ -38,17 +39,19 @@ def regression(n, fields, vocab, rng):
 
 
 def run(X, y, loss, oracle, n_outputs=1, max_iter=20, fit_intercept=True, **budget):
+    """``budget``: ``rho=`` (zCDP oracles) or ``epsilon=`` (pure-DP oracles)."""
+    epsilon = budget.get("epsilon", 1.0)
     return noisy_gradient_descent(
         LinearDesign(X, fit_intercept),
         y,
         loss,
         oracle,
         n_outputs=n_outputs,
+        budget=AlgorithmBudget(epsilon, 0.0, X.shape[0], budget.get("rho")),
         max_iter=max_iter,
         learning_rate=0.5,
         l2_penalty=1e-3,
         rng=np.random.default_rng(3),
-        **budget,
     )
 
 
@@ -77,8 +80,8 @@ def test_pure_dp_gd_uses_only_laplace_records_and_spends_at_most_epsilon():
     )
     assert res.coef.shape == (41, 3) and {r.kind for r in res.records} == {"laplace"}
     assert PrivacySpent.from_records(res.records, 0.0).epsilon <= eps
-    with pytest.raises(ValueError, match="exactly one"):
-        run(X, y, HuberLoss(1.0), oracle, epsilon=eps, rho=0.1)
+    with pytest.raises(ValueError, match="cannot be pure DP"):
+        run(X, y, HuberLoss(1.0), ProjectionMeanOracle(1.0, s), epsilon=eps)
 
 
 @pytest.mark.parametrize(
@@ -164,3 +167,13 @@ def test_gd_at_d_1e6_keeps_memory_near_the_size_of_X():
         assert peak < 0.5 * x_bytes + 16 * 8 * d, (peak, x_bytes)
         assert res.coef.shape == (d + 1,) and np.all(np.isfinite(res.coef))
         assert np.abs(res.coef).sum() > 0
+
+
+def test_design_parameter_shape_and_unpenalised_intercept_row():
+    design = LinearDesign(np.ones((3, 2)), True)
+    assert design.parameter_shape(1) == (3,) and design.parameter_shape(4) == (3, 4)
+    np.testing.assert_array_equal(design.penalty_mask((3,)), [1.0, 1.0, 0.0])
+    mask = design.penalty_mask((3, 2))
+    np.testing.assert_array_equal(mask, [[1.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    no_intercept = LinearDesign(np.ones((3, 2)), False)
+    np.testing.assert_array_equal(no_intercept.penalty_mask((2,)), [1.0, 1.0])

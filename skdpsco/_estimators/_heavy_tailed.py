@@ -335,16 +335,13 @@ def _gradient_descent(build_plan):
             inputs.shape,
             budget.rho,
         )
-        budget_kwargs = {"rho": budget.rho}
-        if getattr(plan.oracle, "approximate_dp", False) and budget.is_private:
-            budget_kwargs = {"epsilon": budget.epsilon, "delta": budget.delta}
         return noisy_gradient_descent(
             inputs.design,
             problem.target,
             inputs.loss,
             plan.oracle,
             n_outputs=problem.n_outputs,
-            **budget_kwargs,
+            budget=budget,
             max_iter=plan.max_iter,
             learning_rate=plan.learning_rate,
             l2_penalty=inputs.l2_penalty,
@@ -372,8 +369,7 @@ def _sgd(build_plan):
             inputs.loss,
             plan.make_oracle,
             n_outputs=problem.n_outputs,
-            epsilon=budget.epsilon,
-            delta=budget.delta,
+            budget=budget,
             sampling_rate=plan.sampling_rate,
             n_epochs=plan.n_epochs,
             learning_rate=plan.learning_rate,

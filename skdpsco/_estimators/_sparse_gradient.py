@@ -92,14 +92,12 @@ class _Problem:
 def _fit_output_perturbation(est, problem, l2_penalty, budget, rng):
     """Algorithm 6 (regularised output perturbation, certified solve)."""
     plan = plan_output_perturbation(
-        n_samples=budget.n_samples,
+        budget=budget,
         n_params=problem.n_params,
         lipschitz=problem.lipschitz,
         smoothness=problem.smoothness,
         l2_penalty=l2_penalty,
         sparsity=problem.sparsity,
-        epsilon=budget.epsilon,
-        delta=budget.delta,
         tol=est.tol,
         max_iter=est.max_iter,
     )
@@ -126,7 +124,7 @@ def _gd_step(est, problem, l2_penalty):
     return 1.0 / (problem.smoothness + l2_penalty)
 
 
-def _run_gd(est, problem, oracle, rho, l2_penalty, rng):
+def _run_gd(est, problem, oracle, budget, l2_penalty, rng):
     n_iter = _DEFAULT_GD_ITER if est.max_iter is None else est.max_iter
     result = noisy_gradient_descent(
         problem.design,
@@ -134,7 +132,7 @@ def _run_gd(est, problem, oracle, rho, l2_penalty, rng):
         problem.loss,
         oracle,
         n_outputs=problem.n_outputs,
-        rho=rho,
+        budget=budget,
         max_iter=n_iter,
         learning_rate=_gd_step(est, problem, l2_penalty),
         l2_penalty=l2_penalty,
@@ -147,30 +145,20 @@ def _run_gd(est, problem, oracle, rho, l2_penalty, rng):
 
 def _fit_projection_gd(est, problem, l2_penalty, budget, rng):
     """DP-GD whose gradient mean is the projection mechanism (Algorithm 1)."""
-    n_iter = _DEFAULT_GD_ITER if est.max_iter is None else est.max_iter
-    if budget.delta > 0:
-        oracle = ProjectionMeanOracle(problem.lipschitz, problem.sparsity, "gaussian")
-        rho = budget.rho
-    else:
-        oracle = ProjectionMeanOracle(problem.lipschitz, problem.sparsity, "laplace")
-        # The oracle turns its per-call rho into epsilon_call = sqrt(2 rho / T);
-        # rho = epsilon^2 / (2 T) gives epsilon / T per call, T calls compose
-        # (basic composition of pure DP) to epsilon.
-        rho = math.inf if not budget.is_private else budget.epsilon**2 / (2 * n_iter)
-    return _run_gd(est, problem, oracle, rho, l2_penalty, rng)
+    noise = "gaussian" if budget.delta > 0 else "laplace"
+    oracle = ProjectionMeanOracle(problem.lipschitz, problem.sparsity, noise)
+    return _run_gd(est, problem, oracle, budget, l2_penalty, rng)
 
 
 def _fit_l1_recovery_gd(est, problem, l2_penalty, budget, rng):
     """DP-GD whose gradient mean is Gaussian l1-recovery (Algorithm 2)."""
     oracle = L1RecoveryMeanOracle(problem.lipschitz, problem.sparsity)
-    rho = budget.rho
-    return _run_gd(est, problem, oracle, rho, l2_penalty, rng)
+    return _run_gd(est, problem, oracle, budget, l2_penalty, rng)
 
 
 def _sgd_params(est, problem, l2_penalty, budget):
     return dict(
-        epsilon=budget.epsilon,
-        delta=budget.delta,
+        budget=budget,
         norm_bound=problem.lipschitz,
         sparsity=problem.sparsity,
         n_outputs=problem.n_outputs,
@@ -214,7 +202,7 @@ def _fit_sparse_exponential(est, problem, l2_penalty, budget, rng):
         problem.design,
         problem.target,
         problem.loss,
-        epsilon=budget.epsilon,
+        budget=budget,
         loss_bound=est.loss_bound,
         norm_bound=problem.lipschitz,
         sparsity=problem.sparsity,
@@ -380,11 +368,9 @@ class _SparseGradientBase(DPLinearModel):
             lipschitz=lipschitz,
             smoothness=smoothness,
             row_bound=row_bound,
-            n_samples=budget.n_samples,
+            budget=budget,
             n_params=n_params,
             sparsity=sparsity,
-            epsilon=budget.epsilon if budget.is_private else math.inf,
-            delta=budget.delta,
             tol=self.tol,
             confidence=self.confidence,
         )

@@ -47,8 +47,8 @@ from .._mean_estimation._sparse_mean import (
 )
 from ..privacy._accounting import account_records, calibrate_analytic_gaussian
 from ..privacy._discrete import _uniform_below, uniform_sample
-from ..privacy._filter import PrivacyFilter, step_cost
-from ..privacy._records import MechanismRecord
+from ..privacy._filter import PrivacyFilter, filtered_run_record, step_cost
+from ..utils._validation import check_int, check_real
 from ._result import SolverResult
 
 __all__ = [
@@ -83,9 +83,7 @@ def tgeom_pmf(max_level):
 
     Ghazi et al., Definition 5.1 (eq. 4); ``1/2 <= C_M <= 1`` (Remark 5.2).
     """
-    max_level = int(max_level)
-    if max_level < 0:
-        raise ValueError(f"max_level must be >= 0, got {max_level}.")
+    max_level = check_int(max_level, "max_level", low=0)
     c_m = 1.0 / (2.0 * (1.0 - 2.0 ** -(max_level + 1)))
     return c_m * 2.0 ** -np.arange(max_level + 1, dtype=float)
 
@@ -446,8 +444,7 @@ def bias_reduced_sgd(
     y,
     loss,
     *,
-    epsilon,
-    delta,
+    budget,
     norm_bound,
     sparsity,
     mean_estimator=projection_mean,
@@ -487,12 +484,12 @@ def bias_reduced_sgd(
     design : LinearDesign
     y : ndarray of shape (n,)
     loss : loss object from :mod:`skdpsco._losses`
-    epsilon : float
-        ``> 0``; ``inf`` only in the hidden non-private testing mode (then only the
-        delta condition of the filter stops the run: ``T ~ 4n/(3 log2 n + 1)``
-        single-sample steps).
-    delta : float
-        In ``(0, 1)``: the filter and the Gaussian mean estimators need ``delta > 0``.
+    budget : AlgorithmBudget
+        Its ``(epsilon, delta)``: ``epsilon > 0`` (``inf`` only in the hidden
+        non-private testing mode, where only the delta condition of the filter
+        stops the run: ``T ~ 4n/(3 log2 n + 1)`` single-sample steps) and ``delta``
+        in ``(0, 1)`` (the filter and the Gaussian mean estimators need ``delta >
+        0``).
     norm_bound : float
         ``L``: every per-example gradient is clipped to l2 norm ``L`` (and l1 norm
         ``L sqrt(s)``). For a GLM ``L = sup|loss'| * ||x~||``.
@@ -535,16 +532,10 @@ def bias_reduced_sgd(
        Gradients", Algorithms 3-4, Lemmas 5.3-5.5, Theorems 5.7-5.8, Thm A.4.
     """
     n = design.n_samples
-    M = tgeom_max_level(n)
-    if not (delta > 0 and delta < 1):
-        raise ValueError(
-            f"Bias-reduced SGD (Algorithm 4) needs 0 < delta < 1, got delta={delta!r}."
-        )
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
-    shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
-    dim_flat = int(np.prod(shape))
-    budget = bias_reduced_sgd_budget(epsilon, delta, n, stopping)
+    tgeom_max_level(n)  # refuses n < 2 before the budget is read
+    epsilon, delta = _checked_budget(budget)
+    shape = design.parameter_shape(n_outputs)
+    plan = bias_reduced_sgd_budget(epsilon, delta, n, stopping)
     eta = _learning_rate(
         learning_rate,
         epsilon=epsilon,
@@ -552,7 +543,7 @@ def bias_reduced_sgd(
         n=n,
         norm_bound=norm_bound,
         sparsity=sparsity,
-        dim=dim_flat,
+        dim=int(np.prod(shape)),
         stopping=stopping,
         D=radius if radius is not None else coef_norm_bound,
         convex=convex,
@@ -560,28 +551,14 @@ def bias_reduced_sgd(
         initial_gap=initial_gap,
     )
     filt = PrivacyFilter(
-        budget["filter_epsilon"], budget["delta_prime"], budget["delta_double_prime"]
+        plan["filter_epsilon"], plan["delta_prime"], plan["delta_double_prime"]
     )
-    penalised = np.ones(shape)
-    if design.fit_intercept:
-        penalised[design.n_features] = 0.0
+    penalised = design.penalty_mask(shape)
     W = np.zeros(shape)
     W_sum = W.copy()  # running sum of x_0..x_t (convex output)
     W_pick = W.copy()  # reservoir-sampled uniform iterate (nonconvex output)
-    pending = []  # costs of steps run but not yet checked (lagged filter)
     t = 0
-    while True:
-        if budget["lag"]:
-            if t >= budget["lag"]:
-                # Step t runs iff steps 0..t-2 fit (Algorithm 4's loop condition).
-                if not filt.try_charge(*pending.pop(0)):
-                    break
-        level = sample_tgeom(M, rng)
-        cost = step_cost(epsilon, delta, n, level)
-        if budget["lag"]:
-            pending.append(cost)
-        elif not filt.try_charge(*cost):
-            break
+    for level in _admitted_levels(filt, plan, epsilon, delta, n, rng):
         G, call_records = bias_reduced_gradient(
             design,
             y,
@@ -609,13 +586,47 @@ def bias_reduced_sgd(
                 f"eps_t^2={filt.sum_sq_epsilon:.4g}, sum delta_t={filt.sum_delta:.4g}"
             )
     coef = W_sum / (t + 1) if convex else W_pick
-    record = MechanismRecord(
-        "bias-reduced sparse SGD (privacy filter)",
-        "approx_dp",
-        epsilon=budget["epsilon"],
-        delta=budget["delta"],
+    record = filtered_run_record(
+        "bias-reduced sparse SGD (privacy filter)", plan["epsilon"], plan["delta"]
     )
     return SolverResult(coef=coef, n_iter=t, records=[record])
+
+
+def _checked_budget(budget):
+    """``(epsilon, delta)`` of the run: Algorithm 4's filter and Gaussian mean
+    estimators need ``0 < delta < 1`` (``epsilon = inf`` only in the testing mode)."""
+    delta = check_real(
+        budget.delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True
+    )
+    epsilon = check_real(
+        budget.epsilon, "epsilon", low=0.0, low_open=True, allow_inf=True
+    )
+    return epsilon, delta
+
+
+def _admitted_levels(filt, plan, epsilon, delta, n_samples, rng):
+    """The public levels ``N_t`` of the steps the privacy filter admits.
+
+    Drawn lazily, each after the previous step ran (the draws keep their order in
+    the Generator's stream). Each step's cost is fixed by its level before it runs
+    (Lemma 5.3); with the lagged check, step ``t`` runs iff steps ``0..t-2`` fit
+    (Algorithm 4's loop condition), otherwise iff step ``t`` itself fits.
+    """
+    max_level = tgeom_max_level(n_samples)
+    pending = []  # costs of steps run but not yet checked (lagged filter)
+    t = 0
+    while True:
+        if plan["lag"] and t >= plan["lag"]:
+            if not filt.try_charge(*pending.pop(0)):
+                return
+        level = sample_tgeom(max_level, rng)
+        cost = step_cost(epsilon, delta, n_samples, level)
+        if plan["lag"]:
+            pending.append(cost)
+        elif not filt.try_charge(*cost):
+            return
+        yield level
+        t += 1
 
 
 def _learning_rate(
@@ -634,9 +645,7 @@ def _learning_rate(
     initial_gap,
 ):
     if learning_rate != "auto":
-        if not (learning_rate > 0 and math.isfinite(learning_rate)):
-            raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}.")
-        return float(learning_rate)
+        return check_real(learning_rate, "learning_rate", low=0.0, low_open=True)
     tau = stopping_time_quantile(epsilon, delta, n, stopping)
     nu2 = second_moment_bound(epsilon, delta, n, norm_bound, sparsity, dim)
     if convex:

@@ -45,21 +45,14 @@ from .._mean_estimation._sparse_mean import (
     projection_mean,
     sparse_clip_coefficients,
 )
+from ..privacy._budget import AlgorithmBudget
 from ..privacy._discrete import bernoulli
-from ..privacy._filter import boosting_budget, private_selection_cost
+from ..privacy._filter import boosting_budget, private_selection_record
 from ..privacy._mechanisms import LaplaceMechanism
-from ..privacy._records import MechanismRecord
 from ._bias_reduced_sgd import bias_reduced_sgd
 from ._result import SolverResult
 
 __all__ = ["boosted_bias_reduced_sgd", "clipped_loss_score", "gradient_norm_score"]
-
-
-def _penalised_mask(design, shape):
-    mask = np.ones(shape)
-    if design.fit_intercept:
-        mask[design.n_features] = 0.0
-    return mask
 
 
 def clipped_loss_score(design, y, loss, W, *, loss_bound, l2_penalty=0.0):
@@ -67,7 +60,7 @@ def clipped_loss_score(design, y, loss, W, *, loss_bound, l2_penalty=0.0):
     with np.errstate(over="ignore", invalid="ignore"):
         vals = loss.value(design.predict(W), y)
     vals = np.clip(np.nan_to_num(vals, nan=loss_bound), 0.0, loss_bound)
-    penalty = 0.5 * l2_penalty * np.sum((_penalised_mask(design, W.shape) * W) ** 2)
+    penalty = 0.5 * l2_penalty * np.sum((design.penalty_mask(W.shape) * W) ** 2)
     return float(vals.mean() + penalty)
 
 
@@ -92,7 +85,7 @@ def gradient_norm_score(design, y, loss, W, *, norm_bound, sparsity, l2_penalty=
     row_l2, row_l1 = _row_l2_l1(design)
     C = sparse_clip_coefficients(U, row_l2, row_l1, norm_bound, sparsity)
     grad = design.weighted_sum(C) / design.n_samples
-    grad = grad + l2_penalty * _penalised_mask(design, W.shape) * W
+    grad = grad + l2_penalty * design.penalty_mask(W.shape) * W
     return float(np.linalg.norm(grad))
 
 
@@ -101,8 +94,7 @@ def boosted_bias_reduced_sgd(
     y,
     loss,
     *,
-    epsilon,
-    delta,
+    budget,
     norm_bound,
     sparsity,
     loss_bound=None,
@@ -121,10 +113,9 @@ def boosted_bias_reduced_sgd(
     design : LinearDesign
     y : ndarray of shape (n,)
     loss : loss object (``value >= 0``)
-    epsilon : float
-        ``> 0`` (``inf`` in the hidden testing mode).
-    delta : float
-        In ``(0, 1)`` with ``delta <= epsilon / 10`` (Theorem 6.1).
+    budget : AlgorithmBudget
+        Its ``(epsilon, delta)``: ``epsilon > 0`` (``inf`` in the hidden testing
+        mode), ``delta`` in ``(0, 1)`` with ``delta <= epsilon / 10`` (Theorem 6.1).
     norm_bound : float
         ``L``, per-example gradient clip (also the nonconvex score's sensitivity).
     sparsity : int
@@ -161,8 +152,9 @@ def boosted_bias_reduced_sgd(
             "Boosting a convex run scores it with the loss clipped to [0, loss_bound];"
             f" loss_bound must be finite and > 0, got {loss_bound!r}."
         )
-    plan = boosting_budget(epsilon, delta, confidence)
+    plan = boosting_budget(budget.epsilon, budget.delta, confidence)
     n = design.n_samples
+    run_budget = AlgorithmBudget(plan["epsilon_run"], plan["delta_run"], n)
     if convex:
         # |F_S(x) - F_S'(x)| <= B/n: one summand clipped to [0, B] changes.
         score_mech = LaplaceMechanism.from_epsilon(
@@ -180,8 +172,7 @@ def boosted_bias_reduced_sgd(
             design,
             y,
             loss,
-            epsilon=plan["epsilon_run"],
-            delta=plan["delta_run"],
+            budget=run_budget,
             norm_bound=norm_bound,
             sparsity=sparsity,
             mean_estimator=mean_estimator,
@@ -214,16 +205,11 @@ def boosted_bias_reduced_sgd(
             break
     # Every run's certified cost is the same public number (a function of
     # epsilon_run, delta_run and n only), so epsilon_1 is fixed in advance.
-    epsilon_1 = run_record.epsilon + score_mech.epsilon
-    delta_1 = run_record.delta
-    eps_total, delta_total = private_selection_cost(
-        epsilon_1, delta_1, plan["max_runs"], plan["delta_stop"]
-    )
-    record = MechanismRecord(
+    record = private_selection_record(
         "boosted bias-reduced sparse SGD (private selection)",
-        "approx_dp",
-        epsilon=eps_total,
-        delta=delta_total,
+        [run_record, score_mech.record()],
+        plan["max_runs"],
+        plan["delta_stop"],
     )
     chosen = best[1]
     return SolverResult(coef=chosen.coef, n_iter=chosen.n_iter, records=[record])

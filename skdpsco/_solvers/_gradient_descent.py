@@ -24,9 +24,7 @@ def noisy_gradient_descent(
     oracle,
     *,
     n_outputs,
-    rho=None,
-    epsilon=None,
-    delta=None,
+    budget,
     max_iter,
     learning_rate,
     l2_penalty=0.0,
@@ -47,21 +45,21 @@ def noisy_gradient_descent(
     oracle : mean oracle from :mod:`skdpsco._mean_estimation`
     n_outputs : int
         1 (vector parameters) or K (matrix parameters, multinomial).
-    rho : float, optional
-        Total zCDP budget of the data term. Each of the ``max_iter`` oracle calls
-        gets ``rho / max_iter``; zCDP (and exact GDP) composition over the calls
-        gives ``rho`` (Bun & Steinke 2016, Lemma 2.3).
-    epsilon : float, optional
-        Total pure-DP budget of the data term, instead of ``rho``, for pure-DP
-        oracles (Laplace noise; their ``calibrate`` takes ``epsilon=``). Each call
-        gets ``epsilon / max_iter`` (less a 1e-10 relative margin for the
-        floating-point round trip); basic composition of the ``max_iter`` calls
-        gives ``epsilon``-DP (Dwork & Roth 2014, Thm 3.16).
-    delta : float, optional
-        With ``epsilon``: the total delta of ``(epsilon, delta)``-DP oracles
-        (their ``calibrate`` takes ``epsilon=`` and ``delta=``); each call gets
-        ``(epsilon / max_iter, delta / max_iter)`` (less the same margin), and basic
-        composition gives ``(epsilon, delta)``.
+    budget : AlgorithmBudget
+        What the data term may spend, read in the unit the oracle is calibrated in:
+
+        * an oracle with ``approximate_dp = True`` (and a private budget) gets
+          ``(epsilon / max_iter, delta / max_iter)`` per call (less a 1e-10 relative
+          margin on epsilon, 1e-9 on delta, for the floating-point round trip);
+          basic composition of the ``max_iter`` calls gives ``(epsilon, delta)``
+          (Dwork & Roth 2014, Thm 3.16);
+        * otherwise, with ``budget.rho`` set (Gaussian / zCDP oracles; ``inf`` in
+          the testing mode), each call gets ``rho / max_iter``; zCDP (and exact GDP)
+          composition over the calls gives ``rho`` (Bun & Steinke 2016, Lemma 2.3);
+        * otherwise (pure-DP oracles: Laplace noise, whose ``calibrate`` takes
+          ``epsilon=``) each call gets ``epsilon / max_iter`` (less the 1e-10
+          margin); basic composition gives ``epsilon``-DP (Dwork & Roth 2014,
+          Thm 3.16).
     max_iter : int
     learning_rate : float
     l2_penalty : float
@@ -87,32 +85,9 @@ def noisy_gradient_descent(
     -------
     SolverResult
     """
-    shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
-    if (rho is None) == (epsilon is None):
-        raise ValueError("noisy_gradient_descent needs exactly one of rho, epsilon.")
-    if rho is not None:
-        oracle.calibrate(design.n_samples, rho / max_iter, shape)
-        budget, unit = rho, "zCDP budget"
-    elif delta is not None:
-        # (epsilon, delta)-DP calls: basic composition of max_iter of them (Dwork
-        # & Roth 2014, Thm 3.16), with the same floating-point margin.
-        per_call = epsilon / max_iter * (1.0 - 1e-10)
-        # The accountant keeps a slack of 2^-20 of the delta left over for the
-        # samplers' total variation: 1e-9 of delta leaves one that a double holds.
-        per_delta = delta / max_iter * (1.0 - 1e-9)
-        oracle.calibrate(
-            design.n_samples, None, shape, epsilon=per_call, delta=per_delta
-        )
-        budget, unit = epsilon, "epsilon"
-    else:
-        # The margin keeps max_iter * (sensitivity / scale) <= epsilon in floating
-        # point, so the accountant never reports more than was asked.
-        per_call = epsilon / max_iter * (1.0 - 1e-10)
-        oracle.calibrate(design.n_samples, None, shape, epsilon=per_call)
-        budget, unit = epsilon, "epsilon"
-    penalised = np.ones(shape)
-    if design.fit_intercept:
-        penalised[design.n_features] = 0.0
+    shape = design.parameter_shape(n_outputs)
+    total, unit = _calibrate(oracle, budget, design.n_samples, shape, max_iter)
+    penalised = design.penalty_mask(shape)
     W = np.zeros(shape)
     start = {"suffix": max_iter // 2, "uniform": 0, "last": max_iter - 1}[averaging]
     W_sum = np.zeros(shape)
@@ -129,7 +104,29 @@ def noisy_gradient_descent(
         if verbose > 1 or (verbose and (t + 1) % max(1, max_iter // 10) == 0):
             print(
                 f"[{type(oracle).__name__}] iteration {t + 1}/{max_iter}, "
-                f"{unit} spent {budget * (t + 1) / max_iter:.4g} of {budget:.4g}"
+                f"{unit} spent {total * (t + 1) / max_iter:.4g} of {total:.4g}"
             )
     coef = W_sum / (max_iter - start)
     return SolverResult(coef=coef, n_iter=max_iter, records=oracle.records(max_iter))
+
+
+def _calibrate(oracle, budget, n_samples, shape, max_iter):
+    """Calibrate ``oracle`` for one of ``max_iter`` calls; return the total budget
+    and its unit (for the progress messages)."""
+    if getattr(oracle, "approximate_dp", False) and budget.is_private:
+        # (epsilon, delta)-DP calls: basic composition of max_iter of them (Dwork
+        # & Roth 2014, Thm 3.16), with the same floating-point margin.
+        per_call = budget.epsilon / max_iter * (1.0 - 1e-10)
+        # The accountant keeps a slack of 2^-20 of the delta left over for the
+        # samplers' total variation: 1e-9 of delta leaves one that a double holds.
+        per_delta = budget.delta / max_iter * (1.0 - 1e-9)
+        oracle.calibrate(n_samples, None, shape, epsilon=per_call, delta=per_delta)
+        return budget.epsilon, "epsilon"
+    if budget.rho is not None:
+        oracle.calibrate(n_samples, budget.rho / max_iter, shape)
+        return budget.rho, "zCDP budget"
+    # The margin keeps max_iter * (sensitivity / scale) <= epsilon in floating
+    # point, so the accountant never reports more than was asked.
+    per_call = budget.epsilon / max_iter * (1.0 - 1e-10)
+    oracle.calibrate(n_samples, None, shape, epsilon=per_call)
+    return budget.epsilon, "epsilon"

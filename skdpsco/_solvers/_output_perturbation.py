@@ -43,6 +43,7 @@ from scipy.linalg import blas
 
 from ..privacy._accounting import gaussian_rho_budget
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
+from ..utils._validation import check_real
 from ._certified import certified_minimize_fixed
 from ._result import SolverResult
 
@@ -124,11 +125,9 @@ def auto_coef_norm_bound(
     lipschitz,
     smoothness,
     row_bound,
-    n_samples,
+    budget,
     n_params,
     sparsity,
-    epsilon,
-    delta,
     tol,
     confidence=0.05,
     prediction_noise=AUTO_PREDICTION_NOISE,
@@ -158,13 +157,13 @@ def auto_coef_norm_bound(
         ``L`` and ``H`` of the per-example loss on the enforced rows.
     row_bound : float
         ``C``, the l2 bound of an enforced row (intercept included).
-    n_samples, n_params : int
-        ``n`` and the number of parameters ``p``.
+    budget : AlgorithmBudget
+        The budget of the output perturbation (``n`` and ``(epsilon, delta)``).
+        ``epsilon = inf`` (no noise) returns 1.0.
+    n_params : int
+        The number of parameters ``p``.
     sparsity : int
         ``s``: non-zeros of a per-example gradient.
-    epsilon, delta : float
-        The budget of the output perturbation. ``epsilon = inf`` (no noise)
-        returns 1.0.
     tol : float
         Relative certificate of the solve (the noise grows by ``1 + 2 tol``).
     confidence : float
@@ -176,23 +175,24 @@ def auto_coef_norm_bound(
     -------
     float
     """
-    if math.isinf(epsilon):
+    if not budget.is_private:
         return 1.0
     common = dict(
-        lipschitz=lipschitz,
-        smoothness=smoothness,
-        n_samples=n_samples,
-        n_params=n_params,
-        sparsity=sparsity,
-        epsilon=epsilon,
-        delta=delta,
+        lipschitz=lipschitz, smoothness=smoothness, n_params=n_params, sparsity=sparsity
     )
 
     def excess(log_d):
         lam = auto_l2_penalty(
-            coef_norm_bound=math.exp(log_d), confidence=confidence, **common
+            coef_norm_bound=math.exp(log_d),
+            n_samples=budget.n_samples,
+            epsilon=budget.epsilon,
+            delta=budget.delta,
+            confidence=confidence,
+            **common,
         )
-        plan = plan_output_perturbation(l2_penalty=lam, tol=tol, max_iter=1, **common)
+        plan = plan_output_perturbation(
+            budget=budget, l2_penalty=lam, tol=tol, max_iter=1, **common
+        )
         std = plan.noise_scale * (1.0 if plan.noise == "gaussian" else math.sqrt(2.0))
         return std * float(row_bound) - float(prediction_noise)
 
@@ -360,14 +360,12 @@ class OutputPerturbationPlan:
 
 def plan_output_perturbation(
     *,
-    n_samples,
+    budget,
     n_params,
     lipschitz,
     smoothness,
     l2_penalty,
     sparsity,
-    epsilon,
-    delta,
     tol,
     max_iter=None,
 ):
@@ -375,8 +373,10 @@ def plan_output_perturbation(
 
     Parameters
     ----------
-    n_samples : int
-        Public ``n``.
+    budget : AlgorithmBudget
+        Its public ``n_samples`` and ``(epsilon, delta)``: ``delta = 0``, pure DP
+        with Laplace noise; ``delta > 0``, Gaussian noise calibrated exactly
+        (analytic Gaussian, valid for every epsilon).
     n_params : int
         Number of released parameters ``p`` (``d + 1`` with an intercept, times
         ``K`` for the multinomial model).
@@ -390,9 +390,6 @@ def plan_output_perturbation(
     sparsity : int
         ``s``: every per-example gradient has l1 norm ``<= L sqrt(s)`` (enforced by
         the row map, Remark 2.1). Used only by the pure-DP bound.
-    epsilon, delta : float
-        ``delta = 0``: pure DP with Laplace noise; ``delta > 0``: Gaussian noise
-        calibrated exactly (analytic Gaussian, valid for every epsilon).
     tol : float
         Relative certificate: ``tol_w = tol * 2L / (lambda n)``, fixed before the
         solve and floored at :func:`certificate_floor` (public) so the certificate
@@ -406,23 +403,21 @@ def plan_output_perturbation(
     -------
     OutputPerturbationPlan
     """
-    n, lam, L, H = (
-        int(n_samples),
-        float(l2_penalty),
-        float(lipschitz),
-        float(smoothness),
-    )
-    if not (lam > 0 and math.isfinite(lam)):
-        raise ValueError(f"output perturbation needs lambda > 0, got {lam!r}.")
+    n, L, H = int(budget.n_samples), float(lipschitz), float(smoothness)
+    lam = check_real(l2_penalty, "l2_penalty", low=0.0, low_open=True)
     exact = 2.0 * L / (lam * n)  # Thm 7.1: l2-sensitivity of the exact minimiser
     tol_w = max(float(tol) * exact, certificate_floor(L, H, lam))
     if max_iter is None:
         max_iter = certified_iteration_budget(
             lipschitz=L, smoothness=H, l2_penalty=lam, tol_w=tol_w
         )
-    if delta > 0:
+    if budget.delta > 0:
         sensitivity = exact + 2.0 * tol_w  # triangle inequality via w*(S), w*(S')
-        rho = math.inf if math.isinf(epsilon) else gaussian_rho_budget(epsilon, delta)
+        rho = (
+            gaussian_rho_budget(budget.epsilon, budget.delta)
+            if budget.is_private
+            else math.inf
+        )
         mechanism = GaussianMechanism.from_zcdp(
             sensitivity, rho, name="output perturbation (Alg. 6)"
         )
@@ -441,7 +436,7 @@ def plan_output_perturbation(
         2.0 * H / lam + 1.0
     ) + 2.0 * math.sqrt(n_params) * tol_w
     mechanism = LaplaceMechanism.from_epsilon(
-        sensitivity, epsilon, name="output perturbation (Alg. 6, pure)"
+        sensitivity, budget.epsilon, name="output perturbation (Alg. 6, pure)"
     )
     return OutputPerturbationPlan(
         lam, H, tol_w, sensitivity, "laplace", mechanism.scale, int(max_iter), mechanism
@@ -545,7 +540,7 @@ def output_perturbation(design, y, loss, *, n_outputs, plan, radius=None, rng):
     .. [2] Chaudhuri, K., Monteleoni, C. and Sarwate, A. D. (2011). Differentially
        private empirical risk minimization. JMLR (output perturbation).
     """
-    shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
+    shape = design.parameter_shape(n_outputs)
     w_hat = certified_erm(design, y, loss, shape=shape, plan=plan, radius=radius)
     noisy = plan.mechanism.release(w_hat, rng)
     del w_hat  # never stored or returned

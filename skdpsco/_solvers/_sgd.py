@@ -41,8 +41,7 @@ def noisy_sgd(
     make_oracle,
     *,
     n_outputs,
-    epsilon,
-    delta,
+    budget,
     sampling_rate,
     n_epochs,
     learning_rate,
@@ -65,9 +64,10 @@ def noisy_sgd(
         ``make_oracle(stage) -> batch oracle`` (``stage`` = 0, 1, ...), so a restart
         schedule can shrink the clip level.
     n_outputs : int
-    epsilon, delta : float
-        Replace-one target of the whole run (``epsilon = inf``: noiseless testing
-        mode).
+    budget : AlgorithmBudget
+        Its ``(epsilon, delta)`` is the replace-one target of the whole run, which
+        the RDP accountant turns into one noise multiplier for every step
+        (``epsilon = inf``: noiseless testing mode).
     sampling_rate : float
         Poisson rate ``q`` of the first stage (public, ``m / n``).
     n_epochs : int
@@ -94,17 +94,15 @@ def noisy_sgd(
         ``n_iter`` is the number of epochs (scikit-learn's SGD convention).
     """
     n = design.n_samples
-    shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
+    shape = design.parameter_shape(n_outputs)
     rates = [min(1.0, sampling_rate * 2.0**k) for k in range(n_stages)]
     steps = [max(1, math.ceil(n_epochs / (n_stages * q))) for q in rates]
-    if math.isinf(epsilon):
+    if not budget.is_private:
         z = 0.0
     else:
         stages = list(zip(rates, steps, strict=True))
-        z = calibrate_poisson_noise_multiplier(epsilon, delta, stages)
-    penalised = np.ones(shape)
-    if design.fit_intercept:
-        penalised[design.n_features] = 0.0
+        z = calibrate_poisson_noise_multiplier(budget.epsilon, budget.delta, stages)
+    penalised = design.penalty_mask(shape)
     W = np.zeros(shape)
     records = []
     total_steps = sum(steps)

@@ -38,8 +38,8 @@ import math
 
 import numpy as np
 
-from ..privacy._mechanisms import exponential_mechanism
-from ..privacy._records import MechanismRecord
+from ..privacy._mechanisms import ExponentialMechanism
+from ..utils._validation import check_real
 from ._result import SolverResult
 
 __all__ = [
@@ -175,7 +175,7 @@ def sparse_exponential_mechanism(
     y,
     loss,
     *,
-    epsilon,
+    budget,
     loss_bound,
     norm_bound,
     sparsity,
@@ -200,9 +200,10 @@ def sparse_exponential_mechanism(
     design : LinearDesign
     y : ndarray of shape (n,)
     loss : loss object (``value(z, y) >= 0``)
-    epsilon : float
-        ``> 0``; ``inf`` (hidden testing mode) returns a net minimiser and then
-        needs ``net_sparsity`` and ``net_resolution``.
+    budget : AlgorithmBudget
+        Its ``epsilon`` (pure DP; ``delta`` is not spent): ``> 0``; ``inf`` (hidden
+        testing mode) returns a net minimiser and then needs ``net_sparsity`` and
+        ``net_resolution``.
     loss_bound : float
         ``B``: the per-record loss is clipped to ``[0, B]``.
     norm_bound : float
@@ -238,11 +239,11 @@ def sparse_exponential_mechanism(
             "(n_features + fit_intercept, times the number of classes for "
             "multinomial). Choose another algorithm."
         )
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
-    for name, val in [("loss_bound", loss_bound), ("radius", radius)]:
-        if not (val > 0 and math.isfinite(val)):
-            raise ValueError(f"{name} must be finite and > 0, got {val!r}.")
+    epsilon = check_real(
+        budget.epsilon, "epsilon", low=0.0, low_open=True, allow_inf=True
+    )
+    check_real(loss_bound, "loss_bound", low=0.0, low_open=True)
+    check_real(radius, "radius", low=0.0, low_open=True)
     if net_sparsity is None or net_resolution is None:
         tau, k = net_parameters(
             design.n_samples,
@@ -260,12 +261,12 @@ def sparse_exponential_mechanism(
         k, tau = int(net_sparsity), float(net_resolution)
     candidates = sparse_net(dim, min(k, dim), radius, tau)
     scores = _scores(design, y, loss, candidates, n_outputs, loss_bound)
-    # Sensitivity B of u(x, S): one clipped summand in [0, B] changes (replace-one).
-    index = exponential_mechanism(rng, scores, epsilon, SCORE_UNITS)
-    coef = candidates[index]
+    # Sensitivity B of u(x, S): one clipped summand in [0, B] changes (replace-one),
+    # SCORE_UNITS in the scores' fixed-point units.
+    mechanism = ExponentialMechanism(
+        SCORE_UNITS, epsilon, name="sparse exponential mechanism"
+    )
+    coef = candidates[mechanism.select(scores, rng)]
     if n_outputs != 1:
         coef = coef.reshape(design.dim, n_outputs)
-    record = MechanismRecord(
-        "sparse exponential mechanism", "approx_dp", epsilon=float(epsilon), delta=0.0
-    )
-    return SolverResult(coef=coef, n_iter=1, records=[record])
+    return SolverResult(coef=coef, n_iter=1, records=[mechanism.record()])

@@ -6,14 +6,19 @@ import math
 import numpy as np
 import pytest
 from _search_spy import spy_on_runs
-from scipy import stats
+from scipy import sparse, stats
 from sklearn.base import BaseEstimator, ClassifierMixin, clone, is_classifier
-from sklearn.datasets import make_classification
+from sklearn.datasets import make_classification, make_regression
 from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import ParameterGrid
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
+from skdpsco import (
+    HeavyTailedDPLogistic,
+    HeavyTailedDPRidge,
+    SparseGradientDPRegressor,
+)
 from skdpsco.exceptions import PrivacyBudgetError
 from skdpsco.model_selection import PrivateSearchCV
 from skdpsco.model_selection._search import PrivateSearchCV as _PSCV
@@ -26,7 +31,13 @@ from skdpsco.privacy import (
 )
 from skdpsco.privacy._accounting import gaussian_rho_budget, gdp_to_approx_dp
 from skdpsco.privacy._params import _non_private_testing_mode
-from skdpsco.privacy._selection import calibrate_selection_rho, tnb_gamma, tnb_pmf
+from skdpsco.privacy._selection import (
+    calibrate_selection_rho,
+    selection_epsilon,
+    selection_record,
+    tnb_gamma,
+    tnb_pmf,
+)
 from skdpsco.utils._compat import InvalidParameterError
 
 #: Small test data put many variances below their noise level: expected here.
@@ -81,6 +92,105 @@ def test_end_to_end_spend_within_the_ask(fitted, clf_data):
     assert fitted.score_noise_std_ == pytest.approx(
         (1 / n_val) / math.sqrt(2 * fitted.run_rho_), rel=1e-12
     )
+
+
+def test_selection_record_is_the_selection_theorem():
+    gamma = tnb_gamma(1.5, 3.0)
+    record = selection_record(0.03678, 1e-5, 1.5, gamma)
+    assert record.kind == "approx_dp" and record.delta == 1e-5
+    assert record.epsilon == selection_epsilon(0.03678, 1e-5, 1.5, gamma)
+    assert record.epsilon == pytest.approx(2.0, rel=1e-4)
+    assert record.name == (
+        "private selection, best of K runs (truncated negative binomial eta=1.5, "
+        "E[K]=3) of a rho=0.03678-zCDP run; Papernot & Steinke 2022, Thm 2"
+    )
+    geometric = selection_record(0.01, 1e-6, 1.0, 0.25)
+    assert geometric.epsilon == selection_epsilon(0.01, 1e-6, 1.0, 0.25)
+    assert "(geometric, E[K]=4)" in geometric.name
+
+
+def _regression_data():
+    X, y = make_regression(800, 3, noise=1.0, random_state=1)
+    return sparse.csr_matrix(X), y / y.std()
+
+
+#: Seeded searches and what they released (hex floats, this library's draws at the
+#: time of writing): the order and number of random draws of a search (the probes'
+#: generator, the split, K, the configurations, the fits' seeds, the score noise)
+#: is part of its reproducibility.
+_SEEDED = {
+    "classifier": (
+        lambda: PrivateSearchCV(
+            HeavyTailedDPLogistic(max_iter=10),
+            {"C": [0.01, 1.0], "clip_norm": [0.5, 2.0]},
+            epsilon=1.0,
+            random_state=0,
+        ),
+        1,
+        "0x1.a752c00000000p-1",
+        "0x1.ffffffffff174p-1",
+        ["0x1.35efc341f2d10p-1", "-0x1.cacc20069c11cp-6"]
+        + ["0x1.6ffedc9263aadp-3", "-0x1.d887e50700fc8p-3"],
+        "truncated negative binomial eta=0, E[K]=4) of a rho=0.0125686-zCDP run",
+    ),
+    "pipeline_geometric": (
+        lambda: PrivateSearchCV(
+            Pipeline(
+                [
+                    ("scale", DPStandardScaler(epsilon=0.5)),
+                    ("clf", HeavyTailedDPLogistic(max_iter=5)),
+                ]
+            ),
+            {"clf__C": [0.01, 1.0]},
+            epsilon=2.0,
+            selection="geometric",
+            expected_runs=4,
+            random_state=0,
+        ),
+        0,
+        "0x1.77d0400000000p-1",
+        "0x1.fffffffffffebp+0",
+        ["0x1.000ed1f794f8bp+0", "0x1.986ca23fa3641p-6"]
+        + ["0x1.6b2fcd010d0dap-3", "-0x1.510f9136e3e08p-2"],
+        "geometric, E[K]=4) of a rho=0.0359582-zCDP run",
+    ),
+    "sparse_regressor": (
+        lambda: PrivateSearchCV(
+            SparseGradientDPRegressor(),
+            {"alpha": [0.1, 1.0]},
+            epsilon=3.0,
+            scoring="neg_clipped_absolute_error",
+            random_state=np.random.default_rng(5),
+        ),
+        1,
+        "-0x1.cedc000000000p-2",
+        "0x1.7fffffffff3aep+1",
+        ["0x1.197248d7abab5p-3", "0x1.5afb174c829b4p-3", "0x1.33451a27fd3fbp-2"],
+        "truncated negative binomial eta=0, E[K]=2) of a rho=0.132205-zCDP run",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SEEDED))
+def test_seeded_search_releases_exactly_these_numbers(clf_data, case):
+    make, index, score, epsilon, coef, runs = _SEEDED[case]
+    X, y = _regression_data() if case == "sparse_regressor" else clf_data
+    search = make().fit(X, y)
+    model = search.best_estimator_
+    final = model.steps[-1][1] if hasattr(model, "steps") else model
+    assert search.best_index_ == index
+    assert search.best_params_ == ParameterGrid(search.param_grid)[index]
+    # Bit for bit on the machine that wrote them; rtol absorbs BLAS differences.
+    np.testing.assert_allclose(search.best_score_, float.fromhex(score), rtol=1e-9)
+    np.testing.assert_allclose(
+        search.privacy_spent_.epsilon, float.fromhex(epsilon), rtol=1e-9
+    )
+    np.testing.assert_allclose(
+        np.ravel(final.coef_), [float.fromhex(c) for c in coef], rtol=1e-9
+    )
+    (record,) = search.privacy_spent_.mechanisms
+    assert record.epsilon == search.privacy_spent_.epsilon
+    assert record.name.startswith(f"private selection, best of K runs ({runs}")
 
 
 def test_every_run_fits_within_its_share(clf_data, monkeypatch):

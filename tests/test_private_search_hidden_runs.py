@@ -127,7 +127,7 @@ class _FailsOnPrivateData(HeavyTailedDPLogistic):
 
 def test_an_exception_in_a_run_propagates_unchanged_and_silently(clf_data, capsys):
     # The exception of a run ends the search with nothing released; it is not
-    # rewritten (no run number in it), what the run printed stays discarded,
+    # rewritten (no run number in it), what the run printed stays dropped,
     # and the streams, logging and warning filters are restored.
     X, y = clf_data
     X = X.copy()
@@ -138,14 +138,20 @@ def test_an_exception_in_a_run_propagates_unchanged_and_silently(clf_data, capsy
     with pytest.raises(ValueError, match=r"^private data out of range$") as info:
         search.fit(X, y)
     assert capsys.readouterr() == ("", "")
-    # Neither K nor the failing run's number is a local of the search's frame,
-    # which error trackers capturing locals would show.
-    (frame,) = [
-        entry.frame.f_locals
+    # Neither K nor the failing run's number is a local of the search's frames,
+    # which error trackers capturing locals would show: the loop's frame holds
+    # exactly these names, its loop variable None.
+    frames = {
+        entry.name: entry.frame.f_locals
         for entry in info.traceback
-        if entry.name == "_fit" and entry.frame.f_locals.get("self") is search
-    ]
-    assert "n_runs" not in frame and frame["_"] is None
+        if entry.frame.f_locals.get("self") is search
+    }
+    assert list(frames) == ["fit", "_fit", "_hidden_runs", "_run"]
+    loop = frames["_hidden_runs"]
+    assert loop["_"] is None and sorted(loop) == sorted(
+        ["self", "plan", "asks", "parts", "rng", "seed_rng", "best", "rho_fit"]
+        + ["_", "index"]
+    )
     assert (sys.stdout, sys.stderr, logging.root.manager.disable) == before
     assert warnings.filters == filters
     assert not hasattr(search, "best_estimator_")

@@ -19,6 +19,7 @@ import os
 import warnings
 from copy import deepcopy
 from numbers import Real
+from typing import NamedTuple
 
 import numpy as np
 from scipy import sparse
@@ -34,13 +35,13 @@ from ..privacy._ledger import PrivacySpent, gate_release
 from ..privacy._mechanisms import GaussianMechanism, truncated_negative_binomial
 from ..privacy._params import (
     PRIVACY_PARAMETER_CONSTRAINTS,
+    PrivacyBudget,
     PublicBound,
     check_privacy_params,
 )
-from ..privacy._records import MechanismRecord
 from ..privacy._selection import (
     calibrate_selection_rho,
-    selection_epsilon,
+    selection_record,
     tnb_gamma,
     tnb_mean,
 )
@@ -210,10 +211,10 @@ def _mute(estimator):
 
 @contextlib.contextmanager
 def _silenced(*, warnings_too=True):
-    """Discard everything printed, logged or (optionally) warned inside.
+    """Drop everything printed, logged or (optionally) warned inside.
 
     Around the hidden runs of the search, anything they emit is a function of a
-    run that may be discarded, and the number of lines, records or warnings
+    run that may be dropped, and the number of lines, records or warnings
     counts the runs ``K``: ``K`` must stay hidden for the selection theorems
     (Liu & Talwar 2019, Papernot & Steinke 2022, Theorem 2). ``sys.stdout`` and
     ``sys.stderr`` go to ``os.devnull`` (a real file, for code that asks for a
@@ -263,6 +264,123 @@ def _spent_rho(step):
     if not isinstance(spent, PrivacySpent):
         return None
     return spent.rho
+
+
+class _Plan(NamedTuple):
+    """The public plan of one search (see :meth:`PrivateSearchCV._plan`)."""
+
+    prefixes: list
+    grid: list
+    scoring: str
+    score_range: float
+    budget: PrivacyBudget
+    n_train: int
+    n_val: int
+    eta: float
+    gamma: float
+    rho_run: float
+    rho_step: float
+    score_mech: GaussianMechanism
+    classes: np.ndarray | None
+    classes_param: tuple | None
+
+
+def _check_data(X, y):
+    """``(X, y)`` as the runs take them; refuses a ``y`` of the wrong length.
+
+    Pandas frames and sparse matrices go to the estimator as they are (a Pipeline
+    may select columns by name); anything else becomes a 2-d array.
+    """
+    if not (hasattr(X, "iloc") or sparse.issparse(X)):
+        X = check_array(X, dtype=None, ensure_all_finite=False)
+    n = _n_rows(X)
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        # The runs' own warnings are silenced (they would count the runs): this
+        # one depends on the shape of y alone, so the search gives it itself.
+        y = column_or_1d(y, warn=True)
+    if y.shape[0] != n:
+        raise ValueError(f"X has {n} rows but y has {y.shape[0]}.")
+    return X, y
+
+
+def _score_mechanism(rho_run, budget, mean, n_val, scoring, score_range):
+    """The Gaussian mechanism of a run's validation score, or a refusal.
+
+    One validation record moves the mean score by at most ``score_range / n_val``
+    (accuracy: each record contributes 0 or 1; the clipped errors: each contributes
+    at most ``score_clip``), and the noise is the Gaussian of zCDP ``rho_run`` for
+    that sensitivity (Bun & Steinke 2016, Prop. 1.6). A noise std over half the
+    score's range would make the search pick at random: refused, from public
+    numbers only.
+    """
+    sensitivity = score_range / n_val
+    if math.isinf(rho_run):
+        score_mech = GaussianMechanism(sensitivity, 0.0, name="validation score")
+    elif rho_run > 0:
+        score_mech = GaussianMechanism.from_zcdp(
+            sensitivity, rho_run, name="validation score"
+        )
+    if rho_run == 0 or score_mech.sigma > score_range / 2.0:
+        eps_run = gdp_to_approx_dp(math.sqrt(2.0 * rho_run), budget.delta)
+        raise PrivacyBudgetError(
+            f"PrivateSearchCV: epsilon={budget.epsilon:g} is too small for "
+            f"{mean:g} expected runs with {n_val} validation records: each run "
+            f"would get rho={rho_run:.3g} (epsilon={eps_run:.3g} at "
+            f"delta={budget.delta:g}) and its {scoring} score noise of std "
+            f"{sensitivity / math.sqrt(2.0 * rho_run) if rho_run else math.inf:.3g}"
+            f", more than half the score's range {score_range:g}: the search "
+            "would pick at random. Use fewer expected_runs, a larger epsilon or "
+            "more validation records."
+        )
+    return score_mech
+
+
+def _split(X, y, n_val, rng):
+    """``(X_train, y_train, X_val, y_val)``: one split, by public randomness.
+
+    The permutation does not depend on the data, so a replaced record lies in the
+    training part or in the validation part, never both (the parallel composition
+    that makes one run ``rho``-zCDP, not ``2 rho``).
+    """
+    perm = rng.permutation(_n_rows(X))
+    val_idx, train_idx = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+    return _rows(X, train_idx), y[train_idx], _rows(X, val_idx), y[val_idx]
+
+
+def _number_of_runs(rng, eta, gamma):
+    """``K ~ D_{eta, gamma}`` empty slots, one per hidden run.
+
+    The truncated negative binomial of Papernot & Steinke (2022, Definition 1),
+    the geometric random stopping of Liu & Talwar (2019) at ``eta = 1``. ``K`` is
+    drawn from the secure source and never bound to a name: only the iterator
+    holds it.
+    """
+    return itertools.repeat(None, truncated_negative_binomial(rng, eta, gamma))
+
+
+def _released_has(name):
+    """Whether the released model (or, before ``fit``, the estimator) has ``name``."""
+
+    def check(self):
+        if hasattr(self, "best_estimator_"):
+            return hasattr(self.best_estimator_, name)
+        return hasattr(self.estimator, name)
+
+    return check
+
+
+def _delegate(name, doc):
+    """Method ``name(X)`` of the search: the released model's (post-processing)."""
+
+    def method(self, X):
+        check_is_fitted(self)
+        return getattr(self.best_estimator_, name)(X)
+
+    method.__name__ = name
+    method.__qualname__ = f"PrivateSearchCV.{name}"
+    method.__doc__ = doc
+    return available_if(_released_has(name))(method)
 
 
 class PrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
@@ -425,7 +543,7 @@ default=None
 
     The runs are silent: whatever they print (the estimators' ``verbose``
     progress, switched off for them), log or warn would count ``K``, so it is
-    discarded, and ``best_estimator_`` gets your ``verbose`` values back. The
+    dropped, and ``best_estimator_`` gets your ``verbose`` values back. The
     silencing is Python-level (``sys.stdout``, ``sys.stderr``, ``logging``,
     ``warnings``): output that a compiled extension or a worker process writes
     straight to the process's file descriptors is not caught.
@@ -661,30 +779,50 @@ default=None
             return self._fit(X, y)
 
     def _fit(self, X, y):
-        if not (hasattr(X, "iloc") or sparse.issparse(X)):
-            # Pandas frames and sparse matrices go to the estimator as they are (a
-            # Pipeline may select columns by name); anything else becomes a 2-d array.
-            X = check_array(X, dtype=None, ensure_all_finite=False)
-        n = _n_rows(X)
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            # The runs' own warnings are silenced (they would count the runs): this
-            # one depends on the shape of y alone, so the search gives it itself.
-            y = column_or_1d(y, warn=True)
-        if y.shape[0] != n:
-            raise ValueError(f"X has {n} rows but y has {y.shape[0]}.")
+        X, y = _check_data(X, y)
+        plan = self._plan(_n_rows(X), y)
+        rng = make_generator(self.random_state)
+        # The fits' own sources of randomness: seeds drawn from the search's
+        # generator when it is seeded (reproducible, tests only), else None, so that
+        # every fit draws fresh OS entropy for its noise (see _set_random_states).
+        seed_rng = None if self.random_state is None else rng
+        probe_rng = np.random.default_rng(rng.integers(0, 2**63 - 1))
+        asks, rho_probed = self._probe_grid(X, plan, probe_rng, seed_rng)
+        parts = _split(X, y, plan.n_val, rng)
+        best, rho_fit = self._hidden_runs(plan, asks, parts, rng, seed_rng)
+        # The run is max(fit, score)-zCDP: a replaced record is in one part only.
+        rho_q = max(rho_probed, rho_fit, plan.score_mech.rho)
+        record = selection_record(rho_q, plan.budget.delta, plan.eta, plan.gamma)
+        gate_release(record.epsilon, plan.budget.epsilon, "PrivateSearchCV")
+        spent = PrivacySpent(
+            epsilon=record.epsilon,
+            delta=plan.budget.delta,
+            rho=None,
+            accountant="rdp-selection",
+            mechanisms=(record,),
+        )
+        return self._release(best, plan, spent)
+
+    def _plan(self, n, y):
+        """The search's public plan, fixed before any private record is read.
+
+        The DP steps, the candidates, the score and its range, the budget, the
+        split sizes, the distribution ``D_{eta, gamma}`` of the number of runs
+        ``K`` (Papernot & Steinke 2022, Definition 1; ``eta = 1`` is Liu & Talwar's
+        2019 geometric random stopping) and the per-run zCDP budget ``rho_run``
+        whose best-of-``K`` selection is the asked ``(epsilon, delta)`` (Papernot &
+        Steinke 2022, Theorem 2). Every refusal here reads public numbers only.
+        """
         prefixes = _private_steps(self.estimator)
         grid = self._candidates()
         scoring, score_range = self._score_spec()
         budget = check_privacy_params(self, n, requires_delta=True, min_samples=4)
         n_val = max(1, int(round(self.validation_fraction * n)))
-        n_train = n - n_val
-        if n_train < 2:
+        if n - n_val < 2:
             raise PrivacyBudgetError(
                 f"PrivateSearchCV: validation_fraction={self.validation_fraction} "
-                f"leaves {n_train} training records out of n={n}."
+                f"leaves {n - n_val} training records out of n={n}."
             )
-
         eta = 1.0 if self.selection == "geometric" else float(self.eta)
         mean = (
             float(self.expected_runs)
@@ -693,160 +831,193 @@ default=None
         )
         gamma = tnb_gamma(eta, mean)
         rho_run = calibrate_selection_rho(budget.epsilon, budget.delta, eta, gamma)
-        sensitivity = score_range / n_val  # one validation record moves the mean so
-        if math.isinf(rho_run):
-            score_mech = GaussianMechanism(sensitivity, 0.0, name="validation score")
-        elif rho_run > 0:
-            score_mech = GaussianMechanism.from_zcdp(
-                sensitivity, rho_run, name="validation score"
-            )
-        if rho_run == 0 or score_mech.sigma > score_range / 2.0:
-            eps_run = gdp_to_approx_dp(math.sqrt(2.0 * rho_run), budget.delta)
-            raise PrivacyBudgetError(
-                f"PrivateSearchCV: epsilon={budget.epsilon:g} is too small for "
-                f"{mean:g} expected runs with {n_val} validation records: each run "
-                f"would get rho={rho_run:.3g} (epsilon={eps_run:.3g} at "
-                f"delta={budget.delta:g}) and its {scoring} score noise of std "
-                f"{sensitivity / math.sqrt(2.0 * rho_run) if rho_run else math.inf:.3g}"
-                f", more than half the score's range {score_range:g}: the search "
-                "would pick at random. Use fewer expected_runs, a larger epsilon or "
-                "more validation records."
-            )
+        score_mech = _score_mechanism(
+            rho_run, budget, mean, n_val, scoring, score_range
+        )
+        classes, classes_param = self._public_classes(prefixes, y)
+        return _Plan(
+            prefixes=prefixes,
+            grid=grid,
+            scoring=scoring,
+            score_range=score_range,
+            budget=budget,
+            n_train=n - n_val,
+            n_val=n_val,
+            eta=eta,
+            gamma=gamma,
+            rho_run=rho_run,
+            # Every DP step gets its share of the run: sequential composition on the
+            # training part.
+            rho_step=rho_run / len(prefixes) * (1.0 - _ASK_MARGIN),
+            score_mech=score_mech,
+            classes=classes,
+            classes_param=classes_param,
+        )
 
-        classes, classes_param = None, None
-        if is_classifier(self.estimator):
-            final = prefixes[-1]
-            given = self.estimator.get_params().get(f"{final}classes")
-            # The label set is public metadata: the estimator's own `classes` if given,
-            # else read from y and released, like n (the user guide's "What is
-            # public").
-            classes = np.unique(np.asarray(given if given is not None else y))
-            if f"{final}classes" in self.estimator.get_params():
-                classes_param = (f"{final}classes", classes)
+    def _public_classes(self, prefixes, y):
+        """The public label set (classifiers), and the parameter that fixes it.
 
-        rng = make_generator(self.random_state)
-        # The fits' own sources of randomness: seeds drawn from the search's
-        # generator when it is seeded (reproducible, tests only), else None, so that
-        # every fit draws fresh OS entropy for its noise (see _set_random_states).
-        seed_rng = None if self.random_state is None else rng
-        # Every configuration is first fitted on synthetic public data, so that one
-        # that cannot run within the per-run share is refused before any private fit.
-        rho_step = rho_run / len(prefixes) * (1.0 - _ASK_MARGIN)
-        probe_rng = np.random.default_rng(rng.integers(0, 2**63 - 1))
-        Z, yz = self._probe_data(X, n_train, classes, probe_rng)
+        The estimator's own ``classes`` if given, else read from ``y`` and released,
+        like ``n`` (the user guide's "What is public").
+
+        Returns
+        -------
+        classes : ndarray or None
+        classes_param : tuple of (str, ndarray) or None
+            ``(parameter name, classes)`` when the final step has a ``classes``
+            parameter, so that every run sees every label.
+        """
+        if not is_classifier(self.estimator):
+            return None, None
+        key = f"{prefixes[-1]}classes"
+        given = self.estimator.get_params().get(key)
+        classes = np.unique(np.asarray(given if given is not None else y))
+        if key in self.estimator.get_params():
+            return classes, (key, classes)
+        return classes, None
+
+    def _probe_grid(self, X, plan, rng, seed_rng):
+        """Fit every candidate once on synthetic public data; refuse the overspenders.
+
+        A configuration that cannot run within its per-step share ``rho_step`` as
+        zCDP (the selection theorem, Papernot & Steinke 2022, Theorem 2, needs a
+        zCDP run) is refused before any private record is read. A step over its
+        share as a Gaussian ask is asked again as pure epsilon-DP (a Laplace step
+        costs ``epsilon^2 / 2`` zCDP; Bun & Steinke 2016, Prop. 1.4).
+
+        Returns
+        -------
+        asks : list of dict
+            Per candidate, the ``(epsilon, delta)`` asked of every DP step.
+        rho_fit : float
+            The largest zCDP a probe spent.
+        """
+        Z, yz = self._probe_data(X, plan.n_train, plan.classes, rng)
+        delta, rho_step = plan.budget.delta, plan.rho_step
         asks, rho_fit = [], 0.0
-        for params in grid:
-            ask = {p: self._asks(rho_step, budget.delta, pure=False) for p in prefixes}
-            est = self._probe(params, ask, classes_param, Z, yz, seed_rng)
+        for params in plan.grid:
+            ask = {p: self._asks(rho_step, delta, pure=False) for p in plan.prefixes}
+            est = self._probe(params, ask, plan.classes_param, Z, yz, seed_rng)
             over = [
-                p for p in prefixes if not _within(_spent_rho(_step(est, p)), rho_step)
+                p
+                for p in plan.prefixes
+                if not _within(_spent_rho(_step(est, p)), rho_step)
             ]
-            if over:  # pure epsilon-DP steps (Laplace) cost epsilon^2 / 2 zCDP
-                ask.update(
-                    {p: self._asks(rho_step, budget.delta, pure=True) for p in over}
-                )
-                est = self._probe(params, ask, classes_param, Z, yz, seed_rng)
+            if over:
+                ask.update({p: self._asks(rho_step, delta, pure=True) for p in over})
+                est = self._probe(params, ask, plan.classes_param, Z, yz, seed_rng)
             rho_fit = max(
-                rho_fit, self._check_run(est, prefixes, rho_step, f"of {params}")
+                rho_fit, self._check_run(est, plan.prefixes, rho_step, f"of {params}")
             )
             asks.append(ask)
+        return asks, rho_fit
 
-        perm = rng.permutation(n)
-        val_idx, train_idx = np.sort(perm[:n_val]), np.sort(perm[n_val:])
-        X_train, y_train = _rows(X, train_idx), y[train_idx]
-        X_val, y_val = _rows(X, val_idx), y[val_idx]
+    def _hidden_runs(self, plan, asks, parts, rng, seed_rng):
+        """The ``K`` hidden runs; only the best one (by its noisy score) comes out.
 
-        # K and the losing runs must stay hidden (Liu & Talwar 2019; Papernot &
-        # Steinke 2022, Theorem 2): whatever the runs (or the draw of K, or the
-        # score noise, drawn K times) print, log or warn is a function of runs that
-        # may be discarded, and its amount counts K. Everything between the draw
-        # of K and the choice of the best is silenced, whatever the estimators'
-        # verbose settings (which are also switched off at the source, _mute). An
-        # exception inside a run propagates unchanged and ends the search with
-        # nothing released; no message names a run or its number, and neither K
-        # nor the run's number is a local variable of this frame (tracebacks
-        # captured with their locals, e.g. by error trackers, would show it).
-        best = None
+        ``K`` and the losing runs must stay hidden (Liu & Talwar 2019; Papernot &
+        Steinke 2022, Theorem 2): whatever the runs (or the draw of ``K``, or the
+        score noise, drawn ``K`` times) print, log or warn is a function of runs
+        that may be dropped, and its amount counts ``K``. Everything from the draw
+        of ``K`` to the choice of the best is silenced, whatever the estimators'
+        verbose settings (also switched off at the source, :func:`_mute`). An
+        exception inside a run propagates unchanged and ends the search with
+        nothing released; no message names a run or its number, and neither ``K``
+        nor the run's number is a local variable of any frame (tracebacks captured
+        with their locals, e.g. by error trackers, would show it).
+
+        Returns
+        -------
+        best : tuple
+            ``(noisy score, candidate index, fitted estimator, muted verbose
+            settings)`` of the best run.
+        rho_fit : float
+            The largest zCDP a run's fit spent.
+        """
+        best, rho_fit = None, 0.0
         with _silenced():
-            for _ in itertools.repeat(
-                None, truncated_negative_binomial(rng, eta, gamma)
-            ):
+            for _ in _number_of_runs(rng, plan.eta, plan.gamma):
                 # Which configuration each hidden run fits is part of the
                 # selection's randomness: from the secure source.
-                index = int(_uniform_below(rng, len(grid), 1)[0])
-                est = self._configure(grid[index], asks[index], classes_param)
-                shown = _mute(est)
-                est = _set_random_states(est, seed_rng).fit(X_train, y_train)
-                rho_fit = max(
-                    rho_fit, self._check_run(est, prefixes, rho_step, "in the search")
+                index = int(_uniform_below(rng, len(plan.grid), 1)[0])
+                score, est, shown, rho = self._run(
+                    plan, plan.grid[index], asks[index], parts, rng, seed_rng
                 )
-                raw = self._raw_score(est, X_val, y_val, scoring, score_range)
-                noisy = float(score_mech.release(raw, rng))
-                score = noisy if scoring == "accuracy" else -noisy
+                rho_fit = max(rho_fit, rho)
                 if best is None or score > best[0]:
                     best = (score, index, est, shown)
+        return best, rho_fit
 
-        # The run is max(fit, score)-zCDP: a replaced record is in one part only.
-        rho_q = max(rho_fit, score_mech.rho)
-        spent_eps = selection_epsilon(rho_q, budget.delta, eta, gamma)
-        gate_release(spent_eps, budget.epsilon, "PrivateSearchCV")
-        how = "geometric" if eta == 1 else f"truncated negative binomial eta={eta:g}"
-        record = MechanismRecord(
-            f"private selection, best of K runs ({how}, E[K]="
-            f"{tnb_mean(eta, gamma):.4g}) of a rho={rho_q:.6g}-zCDP run; "
-            "Papernot & Steinke 2022, Thm 2",
-            "approx_dp",
-            epsilon=spent_eps,
-            delta=budget.delta,
-        )
-        spent = PrivacySpent(
-            epsilon=spent_eps,
-            delta=budget.delta,
-            rho=None,
-            accountant="rdp-selection",
-            mechanisms=(record,),
-        )
+    def _run(self, plan, params, ask, parts, rng, seed_rng):
+        """One hidden run, the base mechanism ``Q`` of the selection.
 
+        Fit ``params`` on the training part within its share of ``rho_run`` and
+        score it on the validation part with the Gaussian mechanism of
+        :func:`_score_mechanism`. A replaced record lies in one part only, so the
+        run is ``rho_run``-zCDP (parallel composition).
+
+        Returns
+        -------
+        score : float
+            The noisy score (larger is better).
+        est : estimator
+            The fitted run.
+        shown : dict
+            Its ``verbose`` settings, switched off for the run.
+        rho : float
+            The zCDP its fit spent.
+        """
+        X_train, y_train, X_val, y_val = parts
+        est = self._configure(params, ask, plan.classes_param)
+        shown = _mute(est)
+        est = _set_random_states(est, seed_rng).fit(X_train, y_train)
+        rho = self._check_run(est, plan.prefixes, plan.rho_step, "in the search")
+        raw = self._raw_score(est, X_val, y_val, plan.scoring, plan.score_range)
+        noisy = float(plan.score_mech.release(raw, rng))
+        return (noisy if plan.scoring == "accuracy" else -noisy), est, shown, rho
+
+    def _release(self, best, plan, spent):
+        """Store the best run and the search's public quantities; return ``self``.
+
+        The number of runs ``K`` is not stored: the guarantee needs ``K`` hidden.
+        """
         score, index, est, shown = best
         # The run's seeds were drawn from the search's generator and set as plain
         # ints on its steps: left on the released model, they would let anyone
-        # regenerate its noise and subtract it. The
-        # released estimator carries the user's own random_state values.
+        # regenerate its noise and subtract it. The released estimator carries the
+        # user's own random_state values, and its verbose settings.
         est.set_params(**_random_state_params(self.estimator))
-        # Its verbose settings, switched off for the run, are the user's again.
         if shown:
             est.set_params(**shown)
         # Every DP step of the released model carries the search's total, never
         # its per-run share: totalling one step alone must not understate.
-        for prefix in prefixes:
+        for prefix in plan.prefixes:
             _step(est, prefix).privacy_spent_ = spent
         est.privacy_spent_ = spent
         self.best_estimator_ = est
         self.best_index_ = index
-        self.best_params_ = dict(grid[index])
+        self.best_params_ = dict(plan.grid[index])
         self.best_score_ = score
         self.cv_results_ = {
-            "params": [dict(grid[index])],
+            "params": [dict(plan.grid[index])],
             "mean_test_score": np.array([score]),
             "rank_test_score": np.array([1], dtype=np.int32),
             "candidate_index": np.array([index]),
         }
         self.privacy_spent_ = spent
-        self.run_rho_ = rho_run
-        self.score_noise_std_ = score_mech.sigma
-        self.n_candidates_ = len(grid)
-        self.selection_eta_ = eta
-        self.selection_gamma_ = gamma
-        self.expected_runs_ = tnb_mean(eta, gamma)
-        self.n_train_, self.n_validation_ = n_train, n_val
-        self.scorer_ = scoring
-        if classes is not None:
-            self.classes_ = classes
-        if hasattr(est, "n_features_in_"):
-            self.n_features_in_ = est.n_features_in_
-        if hasattr(est, "feature_names_in_"):
-            self.feature_names_in_ = est.feature_names_in_
-        # The number of runs K is not stored: the guarantee needs K hidden.
+        self.run_rho_ = plan.rho_run
+        self.score_noise_std_ = plan.score_mech.sigma
+        self.n_candidates_ = len(plan.grid)
+        self.selection_eta_ = plan.eta
+        self.selection_gamma_ = plan.gamma
+        self.expected_runs_ = tnb_mean(plan.eta, plan.gamma)
+        self.n_train_, self.n_validation_ = plan.n_train, plan.n_val
+        self.scorer_ = plan.scoring
+        if plan.classes is not None:
+            self.classes_ = plan.classes
+        for name in ("n_features_in_", "feature_names_in_"):
+            if hasattr(est, name):
+                setattr(self, name, getattr(est, name))
         return self
 
     @staticmethod
@@ -864,45 +1035,23 @@ default=None
 
     # ---------------------------------------------------------- delegation
 
-    def _has(name):
-        def check(self):
-            if hasattr(self, "best_estimator_"):
-                return hasattr(self.best_estimator_, name)
-            return hasattr(self.estimator, name)
+    predict = _delegate("predict", "Predict with the released model (post-processing).")
+    predict_proba = _delegate(
+        "predict_proba", "Class probabilities of the released model (post-processing)."
+    )
+    predict_log_proba = _delegate(
+        "predict_log_proba",
+        "Log class probabilities of the released model (post-processing).",
+    )
+    decision_function = _delegate(
+        "decision_function",
+        "Decision function of the released model (post-processing).",
+    )
+    transform = _delegate(
+        "transform", "Transform with the released model (post-processing)."
+    )
 
-        return check
-
-    @available_if(_has("predict"))
-    def predict(self, X):
-        """Predict with the released model (post-processing)."""
-        check_is_fitted(self)
-        return self.best_estimator_.predict(X)
-
-    @available_if(_has("predict_proba"))
-    def predict_proba(self, X):
-        """Class probabilities of the released model (post-processing)."""
-        check_is_fitted(self)
-        return self.best_estimator_.predict_proba(X)
-
-    @available_if(_has("predict_log_proba"))
-    def predict_log_proba(self, X):
-        """Log class probabilities of the released model (post-processing)."""
-        check_is_fitted(self)
-        return self.best_estimator_.predict_log_proba(X)
-
-    @available_if(_has("decision_function"))
-    def decision_function(self, X):
-        """Decision function of the released model (post-processing)."""
-        check_is_fitted(self)
-        return self.best_estimator_.decision_function(X)
-
-    @available_if(_has("transform"))
-    def transform(self, X):
-        """Transform with the released model (post-processing)."""
-        check_is_fitted(self)
-        return self.best_estimator_.transform(X)
-
-    @available_if(_has("score"))
+    @available_if(_released_has("score"))
     def score(self, X, y):
         """The released model's ``score`` on ``(X, y)``.
 

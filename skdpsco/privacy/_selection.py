@@ -55,6 +55,7 @@ import math
 import numpy as np
 
 from ._accounting import DEFAULT_RDP_ORDERS, rdp_to_approx_dp
+from ._records import MechanismRecord
 
 __all__ = [
     "SELECTION_ORDERS",
@@ -62,6 +63,7 @@ __all__ = [
     "pure_dp_repeat_and_select",
     "rdp_repeat_and_select",
     "selection_epsilon",
+    "selection_record",
     "tnb_gamma",
     "tnb_mean",
     "tnb_pmf",
@@ -278,6 +280,37 @@ def selection_epsilon(rho, delta, eta, gamma, orders=None):
         return math.inf
     orders, rdp = zcdp_repeat_and_select_rdp(rho, eta, gamma, orders)
     return rdp_to_approx_dp(orders, rdp, delta)[0]
+
+
+def selection_record(rho, delta, eta, gamma):
+    """Ledger record of the best of ``K ~ D_{eta, gamma}`` runs of a ``rho``-zCDP run.
+
+    One ``"approx_dp"`` record whose epsilon is :func:`selection_epsilon` (Papernot &
+    Steinke 2022, Theorem 2, converted at ``delta``), so that the accountant composes
+    a search with other fits without seeing ``K`` or the runs.
+
+    Parameters
+    ----------
+    rho : float
+        zCDP of one run (its fit and, on the disjoint validation part, its score).
+    delta : float
+        The ``delta`` of the conversion.
+    eta, gamma : float
+        The distribution ``D_{eta, gamma}`` of ``K`` (``eta = 1``: geometric).
+
+    Returns
+    -------
+    MechanismRecord
+    """
+    how = "geometric" if eta == 1 else f"truncated negative binomial eta={eta:g}"
+    return MechanismRecord(
+        f"private selection, best of K runs ({how}, E[K]="
+        f"{tnb_mean(eta, gamma):.4g}) of a rho={rho:.6g}-zCDP run; "
+        "Papernot & Steinke 2022, Thm 2",
+        "approx_dp",
+        epsilon=selection_epsilon(rho, delta, eta, gamma),
+        delta=delta,
+    )
 
 
 def calibrate_selection_rho(epsilon, delta, eta, gamma, orders=None):

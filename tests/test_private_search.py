@@ -109,6 +109,28 @@ def test_selection_record_is_the_selection_theorem():
     assert "(geometric, E[K]=4)" in geometric.name
 
 
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: tnb_gamma(0.0, 1.0),
+            "expected number of runs must be a real number > 1",
+        ),
+        (lambda: tnb_gamma(True, 4.0), "eta must be a real number >= 0"),
+        (lambda: tnb_pmf(1, 0.0, 1.0), r"gamma must be a real number in \(0, 1\)"),
+        (
+            lambda: selection_record(-0.1, 1e-5, 1.0, 0.5),
+            "rho must be a real number >= 0",
+        ),
+        # -inf is not the non-private testing mode's inf: refused, not inf.
+        (lambda: calibrate_selection_rho(-math.inf, 1e-5, 1.0, 0.5), "epsilon must be"),
+    ],
+)
+def test_selection_accounting_refuses_what_is_out_of_range(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
 def _regression_data():
     X, y = make_regression(800, 3, noise=1.0, random_state=1)
     return sparse.csr_matrix(X), y / y.std()

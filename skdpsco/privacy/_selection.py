@@ -54,6 +54,7 @@ import math
 
 import numpy as np
 
+from ..utils._validation import check_real
 from ._accounting import DEFAULT_RDP_ORDERS, rdp_to_approx_dp
 from ._records import MechanismRecord
 
@@ -86,11 +87,17 @@ SELECTION_ORDERS = tuple(
 )
 
 
+def _check_eta(eta):
+    """The shape ``eta >= 0`` (finite) of ``D_{eta, gamma}``, as a float."""
+    return check_real(eta, "eta", low=0.0)
+
+
 def _check_eta_gamma(eta, gamma):
-    if not (math.isfinite(eta) and eta >= 0):
-        raise ValueError(f"eta must be a finite real >= 0, got {eta!r}.")
-    if not (0 < gamma < 1):
-        raise ValueError(f"gamma must be in (0, 1), got {gamma!r}.")
+    """``(eta, gamma)`` of ``D_{eta, gamma}``, as floats: ``eta >= 0``, ``gamma`` in
+    ``(0, 1)``."""
+    eta = _check_eta(eta)
+    gamma = check_real(gamma, "gamma", low=0.0, high=1.0, low_open=True, high_open=True)
+    return eta, gamma
 
 
 def tnb_mean(eta, gamma):
@@ -100,7 +107,7 @@ def tnb_mean(eta, gamma):
     gamma^eta))`` for ``eta > 0`` (``1 / gamma`` at ``eta = 1``), and the logarithmic
     distribution's ``(1 / gamma - 1) / log(1 / gamma)`` for ``eta = 0``.
     """
-    _check_eta_gamma(eta, gamma)
+    eta, gamma = _check_eta_gamma(eta, gamma)
     if eta == 0:
         return (1.0 / gamma - 1.0) / -math.log(gamma)
     if eta == 1:
@@ -117,10 +124,8 @@ def tnb_gamma(eta, mean):
     the accountant uses ``tnb_mean(eta, gamma)`` (not ``mean``), so the rounding of the
     bisection never makes the stated guarantee wrong.
     """
-    if not (math.isfinite(mean) and mean > 1):
-        raise ValueError(f"the expected number of runs must be > 1, got {mean!r}.")
-    if not (math.isfinite(eta) and eta >= 0):
-        raise ValueError(f"eta must be a finite real >= 0, got {eta!r}.")
+    mean = check_real(mean, "the expected number of runs", low=1.0, low_open=True)
+    eta = _check_eta(eta)
     if eta == 1:
         return 1.0 / mean
     lo, hi = -1.0, 0.0  # log gamma; mean(exp(hi)) = 1 < mean
@@ -150,7 +155,7 @@ def tnb_pmf(k, eta, gamma):
     -------
     ndarray of float
     """
-    _check_eta_gamma(eta, gamma)
+    eta, gamma = _check_eta_gamma(eta, gamma)
     from scipy import special
 
     k = np.asarray(k, dtype=float)
@@ -201,7 +206,7 @@ def rdp_repeat_and_select(orders, rdp, eta, gamma, *, kl=None):
     ndarray
         RDP of the selection at ``orders``.
     """
-    _check_eta_gamma(eta, gamma)
+    eta, gamma = _check_eta_gamma(eta, gamma)
     orders = np.asarray(orders, dtype=float)
     rdp = np.asarray(rdp, dtype=float)
     if orders.shape != rdp.shape or orders.ndim != 1 or np.any(~(orders > 1)):
@@ -237,9 +242,8 @@ def zcdp_repeat_and_select_rdp(rho, eta, gamma, orders=None):
     -------
     orders, rdp : ndarray
     """
-    _check_eta_gamma(eta, gamma)
-    if not rho >= 0:
-        raise ValueError(f"rho must be >= 0, got {rho!r}.")
+    eta, gamma = _check_eta_gamma(eta, gamma)
+    rho = check_real(rho, "rho", low=0.0, allow_inf=True)
     orders = np.asarray(SELECTION_ORDERS if orders is None else orders, dtype=float)
     log_inv_gamma = -math.log(gamma)
     if math.isinf(rho):
@@ -258,10 +262,8 @@ def pure_dp_repeat_and_select(epsilon, eta):
     Papernot & Steinke (2022), Corollary 3: ``(2 + eta) epsilon``-DP, for every
     ``gamma``; ``eta = 1`` (geometric) is Liu & Talwar's (2019) ``3 epsilon``.
     """
-    if not (math.isfinite(eta) and eta >= 0):
-        raise ValueError(f"eta must be a finite real >= 0, got {eta!r}.")
-    if not epsilon >= 0:
-        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}.")
+    eta = _check_eta(eta)
+    epsilon = check_real(epsilon, "epsilon", low=0.0, allow_inf=True)
     return (2.0 + eta) * epsilon
 
 
@@ -325,10 +327,9 @@ def calibrate_selection_rho(epsilon, delta, eta, gamma, orders=None):
     rho : float
         ``0.0`` when even a vanishing per-run budget cannot reach ``epsilon``.
     """
+    epsilon = check_real(epsilon, "epsilon", low=0.0, low_open=True, allow_inf=True)
     if math.isinf(epsilon):
         return math.inf
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
     if orders is None:
         # A pure function of public numbers: cached, since every search asks it.
         return _calibrate_cached(float(epsilon), float(delta), float(eta), float(gamma))

@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 import pytest
-from _search_spy import spy_on_runs
+from _search_spy import ThresholdDPClassifier, spy_on_runs
 from scipy import sparse, stats
-from sklearn.base import BaseEstimator, ClassifierMixin, clone, is_classifier
+from sklearn.base import clone, is_classifier
 from sklearn.datasets import make_classification, make_regression
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import ParameterGrid
@@ -24,7 +24,6 @@ from skdpsco.model_selection import PrivateSearchCV
 from skdpsco.model_selection._search import PrivateSearchCV as _PSCV
 from skdpsco.preprocessing import DPStandardScaler
 from skdpsco.privacy import (
-    GaussianMechanism,
     MechanismRecord,
     PrivacySpent,
     total_privacy_spent,
@@ -267,18 +266,19 @@ def test_pipeline_budget_split_over_dp_steps(clf_data):
 # -------------------------------------------------------------- the selection
 
 
+def _many_runs(estimator, grid, epsilon, seed):
+    """A search of 20 expected runs (eta=2), so that each candidate is likely tried."""
+    return PrivateSearchCV(
+        estimator, grid, epsilon=epsilon, expected_runs=20, eta=2.0, random_state=seed
+    )
+
+
 def test_large_budget_picks_the_truly_best_configuration(clf_data):
     X, y = clf_data
     grid = {"C": [1e-7, 1.0]}  # C = 1e-7: coefficients ~ 0, chance accuracy
     with _non_private_testing_mode():
-        search = PrivateSearchCV(
-            HeavyTailedDPLogistic(max_iter=30),
-            grid,
-            epsilon=np.inf,
-            expected_runs=20,
-            eta=2.0,
-            random_state=0,
-        ).fit(X, y)
+        search = _many_runs(HeavyTailedDPLogistic(max_iter=30), grid, np.inf, 0)
+        search.fit(X, y)
     assert search.best_params_ == {"C": 1.0}
     assert search.score_noise_std_ == 0.0
     assert search.privacy_spent_.epsilon == math.inf
@@ -287,14 +287,7 @@ def test_large_budget_picks_the_truly_best_configuration(clf_data):
     assert search.best_score_ > 0.72
     # A large finite budget gives the same choice (a seed whose hidden number of
     # runs is not 1: a single run fits a random configuration).
-    search = PrivateSearchCV(
-        HeavyTailedDPLogistic(max_iter=30),
-        grid,
-        epsilon=200.0,
-        expected_runs=20,
-        eta=2.0,
-        random_state=2,
-    ).fit(X, y)
+    search = _many_runs(HeavyTailedDPLogistic(max_iter=30), grid, 200.0, 2).fit(X, y)
     assert search.best_params_ == {"C": 1.0}
     assert search.privacy_spent_.epsilon <= 200.0
 
@@ -303,14 +296,8 @@ def test_large_budget_regression():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((1500, 3))
     y = X @ np.array([1.0, -0.5, 0.25]) + 0.1 * rng.standard_normal(1500)
-    search = PrivateSearchCV(
-        HeavyTailedDPRidge(max_iter=50),
-        {"alpha": [1e7, 1.0]},  # alpha = 1e7: coefficients ~ 0
-        epsilon=200.0,
-        expected_runs=20,
-        eta=2.0,
-        random_state=0,
-    ).fit(X, y)
+    grid = {"alpha": [1e7, 1.0]}  # alpha = 1e7: coefficients ~ 0
+    search = _many_runs(HeavyTailedDPRidge(max_iter=50), grid, 200.0, 0).fit(X, y)
     assert search.best_params_ == {"alpha": 1.0}
     assert search.scorer_ == "neg_clipped_squared_error"
     assert -0.1 < search.best_score_ <= 0.05  # minus the clipped validation MSE
@@ -329,38 +316,6 @@ def test_regression_score_is_clipped():
     assert raw == pytest.approx((1.0 + 4.0 + 4.0 + 0.0) / 4)
 
 
-@functools.lru_cache(maxsize=8)
-def _rho(epsilon, delta):
-    return gaussian_rho_budget(epsilon, delta)
-
-
-class _TinyDP(ClassifierMixin, BaseEstimator):
-    """A DP mean-threshold classifier that costs microseconds (for many searches)."""
-
-    def __init__(
-        self, *, epsilon=1.0, delta=1e-5, k=0, classes=None, random_state=None
-    ):
-        self.epsilon = epsilon
-        self.delta = delta
-        self.k = k
-        self.classes = classes
-        self.random_state = random_state
-
-    def fit(self, X, y):
-        X = np.asarray(X, dtype=float)
-        self.classes_ = np.unique(y if self.classes is None else self.classes)
-        mech = GaussianMechanism.from_zcdp(2.0 / len(X), _rho(self.epsilon, self.delta))
-        rng = np.random.default_rng(self.random_state)
-        self.t_ = float(mech.release(np.clip(X[:, 0], -1, 1).mean(), rng))
-        self.privacy_spent_ = PrivacySpent(
-            self.epsilon, self.delta, mech.rho, mechanisms=(mech.record(),)
-        )
-        return self
-
-    def predict(self, X):
-        return self.classes_[(np.asarray(X)[:, 0] > self.t_).astype(int)]
-
-
 def test_number_of_runs_follows_the_selection_distribution(monkeypatch):
     drawn = spy_on_runs(monkeypatch)
     rng = np.random.default_rng(0)
@@ -369,8 +324,8 @@ def test_number_of_runs_follows_the_selection_distribution(monkeypatch):
     counts = []
     for seed in range(400):
         search = PrivateSearchCV(
-            _TinyDP(),
-            {"k": [0, 1, 2]},
+            ThresholdDPClassifier(),
+            {"side": [1, -1, 1]},  # three candidates: three probes draw seeds
             epsilon=5.0,
             selection="geometric",
             expected_runs=2.5,
@@ -498,8 +453,9 @@ def test_delta_zero_and_wrong_scoring_are_refused(clf_data):
         )
 
 
-class _ApproxDPOnly(_TinyDP):
-    """Releases like _TinyDP but accounts as a generic (epsilon, delta) mechanism."""
+class _ApproxDPOnly(ThresholdDPClassifier):
+    """Releases like ThresholdDPClassifier, accounted as a generic (epsilon, delta)
+    mechanism."""
 
     def fit(self, X, y):
         super().fit(X, y)
@@ -522,8 +478,8 @@ def test_non_zcdp_configuration_refused_before_any_private_fit(monkeypatch):
         "skdpsco.model_selection._search._rows",
         lambda X, idx: touched.append(1) or X[idx],
     )
-    search = PrivateSearchCV(_ApproxDPOnly(), {"k": [0]}, epsilon=5.0)
-    with pytest.raises(PrivacyBudgetError, match=r"of \{'k': 0\} spent no zCDP"):
+    search = PrivateSearchCV(_ApproxDPOnly(), {"side": [1]}, epsilon=5.0)
+    with pytest.raises(PrivacyBudgetError, match=r"of \{'side': 1\} spent no zCDP"):
         search.fit(X, y)
     assert touched == []  # the split (first private access) never happened
 

@@ -20,15 +20,12 @@ the canary falls in the validation half (probability 1/2) every configuration's
 accuracy drops by exactly ``1 / n_val``: a noiseless score shows it every time.
 """
 
-import functools
-
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from _search_spy import ThresholdDPClassifier
 
 import skdpsco.model_selection._search as search_module
 from skdpsco.model_selection import PrivateSearchCV
-from skdpsco.privacy import GaussianMechanism, PrivacySpent
-from skdpsco.privacy._accounting import gaussian_rho_budget
+from skdpsco.privacy import GaussianMechanism
 
 from .auditor import audit
 
@@ -36,48 +33,6 @@ CLAIMED_EPSILON = 1.0
 DELTA = 1e-5
 N_RUNS = 600
 N = 200
-
-
-@functools.lru_cache(maxsize=64)
-def _rho_budget(epsilon, delta):
-    return gaussian_rho_budget(epsilon, delta)
-
-
-class ThresholdDPClassifier(ClassifierMixin, BaseEstimator):
-    """Predicts ``side * (x_0 - t) > 0``, ``t`` the DP mean of ``clip(x_0, -1, 1)``.
-
-    Replace-one sensitivity of the clipped mean: ``2 / n``; Gaussian noise of zCDP
-    ``rho = gaussian_rho_budget(epsilon, delta)`` (the library's convention).
-    """
-
-    def __init__(
-        self, *, epsilon=1.0, delta=1e-5, side=1, classes=None, random_state=None
-    ):
-        self.epsilon = epsilon
-        self.delta = delta
-        self.side = side
-        self.classes = classes
-        self.random_state = random_state
-
-    def fit(self, X, y):
-        X = np.asarray(X, dtype=float)
-        n = X.shape[0]
-        self.classes_ = np.unique(y if self.classes is None else self.classes)
-        rho = _rho_budget(self.epsilon, self.delta)
-        mech = GaussianMechanism.from_zcdp(2.0 / n, rho, name="clipped mean")
-        rng = np.random.default_rng(self.random_state)
-        self.threshold_ = float(mech.release(np.clip(X[:, 0], -1, 1).mean(), rng))
-        # The ledger's rho is what the search checks; epsilon is that of the ask (the
-        # Gaussian composition at rho is exactly the asked epsilon at delta).
-        self.privacy_spent_ = PrivacySpent(
-            self.epsilon, self.delta, mech.rho, mechanisms=(mech.record(),)
-        )
-        self.n_features_in_ = X.shape[1]
-        return self
-
-    def predict(self, X):
-        above = self.side * (np.asarray(X, dtype=float)[:, 0] - self.threshold_) > 0
-        return self.classes_[above.astype(int)]
 
 
 def neighbours():

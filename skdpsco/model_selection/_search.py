@@ -834,24 +834,23 @@ default=None
         score_mech = _score_mechanism(
             rho_run, budget, mean, n_val, scoring, score_range
         )
-        classes, classes_param = self._public_classes(prefixes, y)
-        return _Plan(
-            prefixes=prefixes,
-            grid=grid,
-            scoring=scoring,
-            score_range=score_range,
-            budget=budget,
-            n_train=n - n_val,
-            n_val=n_val,
-            eta=eta,
-            gamma=gamma,
-            rho_run=rho_run,
-            # Every DP step gets its share of the run: sequential composition on the
-            # training part.
-            rho_step=rho_run / len(prefixes) * (1.0 - _ASK_MARGIN),
-            score_mech=score_mech,
-            classes=classes,
-            classes_param=classes_param,
+        # Every DP step gets its share of the run: sequential composition on the
+        # training part.
+        rho_step = rho_run / len(prefixes) * (1.0 - _ASK_MARGIN)
+        return _Plan(  # in the order of _Plan's fields
+            prefixes,
+            grid,
+            scoring,
+            score_range,
+            budget,
+            n - n_val,
+            n_val,
+            eta,
+            gamma,
+            rho_run,
+            rho_step,
+            score_mech,
+            *self._public_classes(prefixes, y),
         )
 
     def _public_classes(self, prefixes, y):

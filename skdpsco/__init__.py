@@ -18,7 +18,6 @@ from ._estimators._sparse_gradient import (
 
 __version__ = "0.1.0.dev0"
 
-#: Every public estimator class (tests and tools discover estimators from this list).
 __all__ = [
     "GaussianWidthDPClassifier",
     "GaussianWidthDPRegressor",
@@ -26,10 +25,10 @@ __all__ = [
     "HeavyTailedDPRidge",
     "SparseGradientDPClassifier",
     "SparseGradientDPRegressor",
+    "datasets",
+    "exceptions",
+    "gaussian_width",
+    "model_selection",
+    "preprocessing",
+    "privacy",
 ]
-
-#: Public helpers that are not estimators (kept out of ``__all__``, which tools read
-#: as the list of estimators).
-_HELPERS = (gaussian_width,)
-
-_SUBMODULES = (datasets, exceptions, model_selection, preprocessing, privacy)

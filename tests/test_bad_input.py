@@ -1,22 +1,22 @@
 """Bad-input harness over every public estimator (issue 3, item 4).
 
-Every estimator is discovered from ``skdpsco.__all__``: a new estimator is covered the
-day it is exported. For each one the harness checks that malformed data and invalid
-privacy parameters raise a ``ValueError`` / ``TypeError`` (scikit-learn's
-``InvalidParameterError`` is both) whose message names the problem, that extreme but
-valid data (values near the float range, heavy tails) fit to finite coefficients, and
-that a failed fit neither damages a previously fitted estimator nor touches its
-parameters.
+Every estimator is discovered from ``skdpsco.__all__`` (``_helpers.public_estimators``):
+a new estimator is covered the day it is exported. For each one the harness checks
+that malformed data and invalid privacy parameters raise a ``ValueError`` /
+``TypeError`` (scikit-learn's ``InvalidParameterError`` is both) whose message names
+the problem, that extreme but valid data (values near the float range, heavy tails)
+fit to finite coefficients, and that a failed fit neither damages a previously
+fitted estimator nor touches its parameters.
 """
 
 import copy
-import math
 import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, clone, is_classifier
+from _helpers import assert_params_equal, dense_data, public_estimators
+from sklearn.base import clone, is_classifier
 
 import skdpsco
 from skdpsco.exceptions import PrivacyBudgetError
@@ -26,16 +26,7 @@ N_SAMPLES = 40
 N_FEATURES = 3
 
 
-def _public_estimators():
-    found = []
-    for name in skdpsco.__all__:
-        obj = getattr(skdpsco, name)
-        if isinstance(obj, type) and issubclass(obj, BaseEstimator):
-            found.append(obj)
-    return found
-
-
-ESTIMATORS = _public_estimators()
+ESTIMATORS = public_estimators()
 
 
 def _make_estimator(Estimator, **params):
@@ -54,11 +45,8 @@ def _targets(Estimator):
 
 def _make_data(target="regression", n=N_SAMPLES, d=N_FEATURES, seed=SEED):
     """Small, seeded, well-posed data for the given target kind."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    if target == "regression":
-        y = X @ np.linspace(1.0, -1.0, d) + 0.1 * rng.standard_normal(n)
-    else:
+    X, y, _ = dense_data(n, d, seed)
+    if target != "regression":
         n_classes = 2 if target == "binary" else 3
         # Balanced labels, shifted features: every class present, learnable.
         y = np.arange(n) % n_classes
@@ -68,34 +56,6 @@ def _make_data(target="regression", n=N_SAMPLES, d=N_FEATURES, seed=SEED):
 
 def _target_of(est):
     return "binary" if is_classifier(est) else "regression"
-
-
-def _params_equal(a, b):
-    """Equality of parameter values that treats NaN as equal to NaN."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    if isinstance(a, np.ndarray):
-        return (
-            a.shape == b.shape
-            and a.dtype == b.dtype
-            and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
-        )
-    if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(map(_params_equal, a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_params_equal(a[k], b[k]) for k in a)
-    if isinstance(a, BaseEstimator):
-        return _params_equal(a.get_params(), b.get_params())
-    return a == b
-
-
-def _assert_params_equal(before, after):
-    assert before.keys() == after.keys()
-    changed = {k: (before[k], after[k]) for k in before}
-    changed = {k: v for k, v in changed.items() if not _params_equal(*v)}
-    assert not changed, f"fit changed parameters (before, after): {changed}"
 
 
 # --------------------------------------------------------------------------------
@@ -435,7 +395,7 @@ def test_failed_refit_keeps_parameters(Estimator, bad):
     else:
         snapshot = copy.deepcopy(est.get_params(deep=True))
         _attempt_bad_fit(est, Estimator, bad, X, y)
-    _assert_params_equal(snapshot, est.get_params(deep=True))
+    assert_params_equal(snapshot, est.get_params(deep=True))
 
 
 # --------------------------------------------------------------------------------
@@ -453,7 +413,7 @@ def test_good_fit_does_not_mutate_parameters(Estimator, target):
     identity = {k: id(v) for k, v in est.get_params(deep=False).items()}
     X, y = _make_data(target)
     est.fit(X, y)
-    _assert_params_equal(before, est.get_params(deep=True))
+    assert_params_equal(before, est.get_params(deep=True))
     assert {k: id(v) for k, v in est.get_params(deep=False).items()} == identity
 
 

@@ -19,14 +19,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _helpers import algorithms, public_estimators
 
-import skdpsco
 from skdpsco import HeavyTailedDPLogistic
 
 MASTERS = Path(__file__).with_name("golden_masters.json")
 
-#: Every public estimator (the package's ``__all__``): a new one needs a master.
-ESTIMATORS = tuple(getattr(skdpsco, name) for name in skdpsco.__all__)
+#: Every public estimator (discovered from the package's ``__all__``): a new one
+#: needs a master.
+ESTIMATORS = tuple(public_estimators())
 
 #: Public parameters some algorithms require: mirror descent is proven for
 #: epsilon <= 1 (Algorithms 3-4), the sparse exponential mechanism enumerates its
@@ -55,8 +56,7 @@ def _data(n=400):
 
 def _cases():
     for Est in ESTIMATORS:
-        algorithms = sorted(Est._parameter_constraints["algorithm"][0].options)
-        for algorithm in algorithms:
+        for algorithm in algorithms(Est):
             if algorithm == "auto":
                 continue
             targets = ["reg"]

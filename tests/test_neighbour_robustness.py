@@ -15,7 +15,8 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, is_classifier
+from _helpers import dense_data, public_estimators
+from sklearn.base import is_classifier
 
 import skdpsco
 from skdpsco._constraints import L2Ball
@@ -28,16 +29,7 @@ FMAX = np.finfo(np.float64).max
 SUBNORMAL_ROW = [5e-324, 1e-310, -1e-320, 2.2e-309]
 
 
-def _public_estimators():
-    out = []
-    for name in skdpsco.__all__:
-        obj = getattr(skdpsco, name)
-        if isinstance(obj, type) and issubclass(obj, BaseEstimator):
-            out.append(obj)
-    return out
-
-
-ESTIMATORS = _public_estimators()
+ESTIMATORS = public_estimators()
 SPARSE_ESTIMATORS = [
     Est for Est in ESTIMATORS if Est().__sklearn_tags__().input_tags.sparse
 ]
@@ -68,14 +60,6 @@ def _observe(make, X, y):
         if not (issubclass(w.category, FutureWarning) and "sklearn" in w.filename)
     )
     return outcome, warns
-
-
-def _dense_data(n=400, d=4, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    y_reg = X @ np.linspace(1.0, -1.0, d) + 0.1 * rng.standard_normal(n)
-    y_clf = (X[:, 0] + 0.3 * rng.standard_normal(n) > 0).astype(int)
-    return X, y_reg, y_clf
 
 
 def _target(Est, y_reg, y_clf):
@@ -203,7 +187,7 @@ def test_row_clip_scales_clip_rows_past_the_float_range():
 
 def _extreme_records():
     """Records that drove the default (squared) loss's gradient to +-inf."""
-    X, y, _ = _dense_data(n=300, d=5)
+    X, y, _ = dense_data(n=300, d=5)
     cases = {}
     X1 = X.copy()
     X1[0, 0] = 1.7e308
@@ -240,7 +224,7 @@ def test_shuffled_mirror_descent_coefficients_finite_on_both_neighbours(scaling)
 def test_shuffled_truncation_zeroes_infinite_gradients_without_nan():
     # Solver level: an inf derivative (squared loss, overflowing residual) on a
     # zero row or a huge row is dropped by truncation, not turned into NaN.
-    X, y, _ = _dense_data(n=300, d=5)
+    X, y, _ = dense_data(n=300, d=5)
     X[0], y[0] = 1e300, -FMAX
     X[1], y[1] = 0.0, FMAX
     with warnings.catch_warnings():
@@ -291,7 +275,7 @@ def _warning_cases():
 
 @pytest.mark.parametrize("Est, scaling, fmt", _warning_cases())
 def test_extreme_or_subnormal_record_warns_like_its_neighbour(Est, scaling, fmt):
-    X, y_reg, y_clf = _dense_data()
+    X, y_reg, y_clf = dense_data()
     y = _target(Est, y_reg, y_clf)
     conv = sp.csr_matrix if fmt == "csr" else np.asarray
 
@@ -310,7 +294,7 @@ def test_a_raising_numpy_error_state_raises_on_no_neighbour(Est):
     # Under np.errstate(all="raise") (a common debugging setting) an underflow
     # on a subnormal record, or an overflow near the float range, raised on that
     # neighbour only: the fit fixes its own error state.
-    X, y_reg, y_clf = _dense_data()
+    X, y_reg, y_clf = dense_data()
     y = _target(Est, y_reg, y_clf)
     for X_n in (X, *_neighbour_records(X).values()):
         with np.errstate(all="raise"):
@@ -327,7 +311,7 @@ def test_sparse_row_l1_norms_warn_like_the_neighbour(Est, algorithm):
     # The l1 row norms of these oracles formed 1 / max|x_i|: it overflowed for a
     # sparse row whose largest entry is subnormal (after the private scaling),
     # on that neighbour only.
-    X, y_reg, y_clf = _dense_data()
+    X, y_reg, y_clf = dense_data()
     y = _target(Est, y_reg, y_clf)
 
     def make():
@@ -353,7 +337,7 @@ def test_gaussian_width_algorithms_warn_like_the_neighbour(algorithm, constraint
     # Every algorithm of the mirror-descent solvers, with the raw records reaching
     # them (scaling="none"), including the 3-class multinomial gradients and rows
     # whose norm is past the float range.
-    X, y_reg, y_clf = _dense_data()
+    X, y_reg, y_clf = dense_data()
     y3 = np.digitize(X[:, 0], [-0.5, 0.5])
     records = _neighbour_records(X)
     X_big = X.copy()
@@ -428,7 +412,7 @@ _FRESH = {
     ids=lambda m: m.__name__,
 )
 def test_pickled_model_holds_no_post_fit_generator_state(Model, kind):
-    X, y, _ = _dense_data(n=500, d=3)
+    X, y, _ = dense_data(n=500, d=3)
     passed = _FRESH[kind]()
     pristine = _generator_states(_FRESH[kind]())[0]
     model = Model(random_state=passed)

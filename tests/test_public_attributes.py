@@ -9,9 +9,8 @@ of the documentation's privacy page, doc/privacy.rst).
 
 import numpy as np
 import pytest
+from _helpers import algorithms, public_estimators
 from sklearn.base import is_classifier
-
-import skdpsco
 
 #: Released values: the coefficients and the private scaling statistics (each an
 #: accounted mechanism, or post-processing of one).
@@ -45,10 +44,9 @@ CONFIG = {
 
 
 def _cases():
-    for name in skdpsco.__all__:
-        Est = getattr(skdpsco, name)
-        for algorithm in sorted(Est._parameter_constraints["algorithm"][0].options):
-            yield pytest.param(Est, algorithm, id=f"{name}-{algorithm}")
+    for Est in public_estimators():
+        for algorithm in algorithms(Est):
+            yield pytest.param(Est, algorithm, id=f"{Est.__name__}-{algorithm}")
 
 
 def _neighbours(classifier, n=120):
@@ -92,11 +90,10 @@ def test_fitted_state_is_data_independent(Est, algorithm):
         assert not np.array_equal(a.coef_, b.coef_)  # the canary did reach the fit
 
 
-@pytest.mark.parametrize("name", skdpsco.__all__)
-def test_scaled_fit_state_is_data_independent(name):
+@pytest.mark.parametrize("Est", public_estimators(), ids=lambda Est: Est.__name__)
+def test_scaled_fit_state_is_data_independent(Est):
     # Default algorithm and private scaling, data large enough for the scaling to
     # locate every column: everything outside the released values is identical.
-    Est = getattr(skdpsco, name)
     D, D2 = _neighbours(is_classifier(Est()), 3000)
     a = Est(random_state=0).fit(*D)
     b = Est(random_state=0).fit(*D2)

@@ -8,7 +8,6 @@ import pytest
 import scipy.sparse as sp
 from _sparse_input import assert_fit_leaves_matrix_unchanged
 from scipy import optimize, special
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdpsco._constraints import make_constraint
 from skdpsco._estimators._gaussian_width import (
@@ -57,21 +56,6 @@ def _projected_gradient(grad, project, x0, step, n_iter=20000, tol=1e-13):
             return x_new
         x = x_new
     return x
-
-
-# ---------------------------------------------------------------- common checks
-
-
-@parametrize_with_checks(
-    [
-        GaussianWidthDPRegressor(random_state=0),
-        GaussianWidthDPClassifier(random_state=0),
-    ]
-)
-def test_sklearn_compatible(estimator, check):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        check(estimator)
 
 
 # ---------------------------------------------------------- non-private limits

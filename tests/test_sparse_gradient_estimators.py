@@ -14,7 +14,6 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import Normalizer
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdpsco._estimators._sparse_gradient import (
     INTERCEPT_COLUMN_RATIO,
@@ -439,17 +438,6 @@ def test_fit_on_a_million_column_csr_matrix_without_densifying():
 
 
 # -------------------------------------------------------- scikit-learn citizen
-
-
-@parametrize_with_checks(
-    [
-        SparseGradientDPRegressor(scaling="none", random_state=0),
-        SparseGradientDPClassifier(scaling="none", random_state=0),
-    ]
-)
-def test_sklearn_common_checks(estimator, check):
-    with np.errstate(divide="raise", over="raise", invalid="raise", under="ignore"):
-        check(estimator)
 
 
 @pytest.mark.parametrize("Est", [SparseGradientDPRegressor, SparseGradientDPClassifier])

@@ -1,4 +1,4 @@
-"""Shared test helpers: estimator discovery, small seeded data, parameter equality.
+"""Shared test helpers: estimator discovery, seeded data, parameter equality, fits.
 
 Plain functions rather than fixtures: the suites parametrize over what they return,
 which pytest needs at collection time.
@@ -10,6 +10,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 import skdpsco
+from skdpsco.privacy._params import _non_private_testing_mode
 
 
 def public_estimators():
@@ -71,3 +72,11 @@ def assert_params_equal(before, after):
     changed = {k: (before[k], after[k]) for k in before}
     changed = {k: v for k, v in changed.items() if not params_equal(*v)}
     assert not changed, f"parameters changed (before, after): {changed}"
+
+
+def noiseless_fit(Est, X, y, **params):
+    """``Est(**params)`` fitted on the data as given (``scaling="none"``) at
+    ``epsilon = inf`` in the hidden testing mode, where no noise is drawn: the
+    non-private limit that the estimator suites compare with a reference solver."""
+    with _non_private_testing_mode():
+        return Est(scaling="none", epsilon=np.inf, **params).fit(X, y)

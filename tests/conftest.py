@@ -1,3 +1,10 @@
+"""Fixtures shared by the suites.
+
+Helpers that take arguments or feed ``pytest.mark.parametrize`` at collection time
+(estimator discovery, seeded data, noiseless fits) are plain functions in
+``tests/_helpers.py``.
+"""
+
 import pytest
 
 from skdpsco.privacy._params import _non_private_testing_mode

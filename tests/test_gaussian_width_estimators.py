@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import algorithms, assert_params_equal, noiseless_fit
 from _sparse_input import assert_fit_leaves_matrix_unchanged
 from scipy import optimize, special
 
@@ -18,9 +19,7 @@ from skdpsco.exceptions import CertificationError
 from skdpsco.privacy._params import _non_private_testing_mode
 from skdpsco.privacy._shuffling import shuffle_local_epsilon
 
-ALGORITHMS = sorted(
-    GaussianWidthDPRegressor._parameter_constraints["algorithm"][0].options
-)
+ALGORITHMS = algorithms(GaussianWidthDPRegressor)
 CONSTRAINTS = {
     "l2": {},
     "l1": {},
@@ -71,16 +70,16 @@ def test_objective_perturbation_limit_regression(constraint, fit_intercept):
     y = 2.0 * y
     params = dict(constraint=constraint, radius=0.8, alpha=0.05)
     params.update({"k": 2} if constraint == "k_sparse" else {})
-    with _non_private_testing_mode():
-        est = GaussianWidthDPRegressor(
-            scaling="none",
-            epsilon=np.inf,
-            algorithm="objective_perturbation",
-            fit_intercept=fit_intercept,
-            intercept_bound=0.3,
-            target_bound=1.5,
-            **params,
-        ).fit(X, y)
+    est = noiseless_fit(
+        GaussianWidthDPRegressor,
+        X,
+        y,
+        algorithm="objective_perturbation",
+        fit_intercept=fit_intercept,
+        intercept_bound=0.3,
+        target_bound=1.5,
+        **params,
+    )
     Xc = _clip_rows(X, 1.0)
     yc = np.clip(y, -1.5, 1.5)
     n, d = X.shape
@@ -111,17 +110,17 @@ def test_objective_perturbation_limit_binary_logistic_matches_scipy():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(400, 4))
     y = np.where(X[:, 0] - 0.5 * X[:, 1] + 0.3 * rng.normal(size=400) > 0, "b", "a")
-    with _non_private_testing_mode():
-        clf = GaussianWidthDPClassifier(
-            scaling="none",
-            fit_intercept=False,
-            epsilon=np.inf,
-            algorithm="objective_perturbation",
-            constraint="l2",
-            radius=1.5,
-            C=0.02,
-            feature_norm_bound=2.0,
-        ).fit(X, y)
+    clf = noiseless_fit(
+        GaussianWidthDPClassifier,
+        X,
+        y,
+        fit_intercept=False,
+        algorithm="objective_perturbation",
+        constraint="l2",
+        radius=1.5,
+        C=0.02,
+        feature_norm_bound=2.0,
+    )
     n = X.shape[0]
     Xc = _clip_rows(X, 2.0)
     t = (y == "b").astype(float)
@@ -148,16 +147,16 @@ def test_mirror_descent_limit_is_regularised_minimiser():
     # (Theorem 7). Huber loss (threshold 1), rows clipped to l2 norm 1.
     X, y = _regression(n=20000, d=5, seed=2, scale=1.5)
     T = 200
-    with _non_private_testing_mode():
-        est = GaussianWidthDPRegressor(
-            scaling="none",
-            fit_intercept=False,
-            epsilon=np.inf,
-            algorithm="mirror_descent",
-            constraint="l2",
-            radius=10.0,
-            max_iter=T,
-        ).fit(X, y)
+    est = noiseless_fit(
+        GaussianWidthDPRegressor,
+        X,
+        y,
+        fit_intercept=False,
+        algorithm="mirror_descent",
+        constraint="l2",
+        radius=10.0,
+        max_iter=T,
+    )
     n = X.shape[0]
     Xc = _clip_rows(X, 1.0)
     alpha_reg = 4.0 / T * math.log2(n / T)
@@ -178,15 +177,15 @@ def test_stochastic_algorithms_approach_the_constrained_solution(algorithm):
     # minimiser is the optimisation error of one SGD / mirror-descent pass, O(1/sqrt
     # steps), not 1e-4; checked at a level that a wrong sign or scale would fail.
     X, y = _regression(n=20000, d=5, seed=3, scale=1.0)
-    with _non_private_testing_mode():
-        est = GaussianWidthDPRegressor(
-            scaling="none",
-            fit_intercept=False,
-            epsilon=np.inf,
-            algorithm=algorithm,
-            constraint="l2",
-            radius=1.0,
-        ).fit(X, y)
+    est = noiseless_fit(
+        GaussianWidthDPRegressor,
+        X,
+        y,
+        fit_intercept=False,
+        algorithm=algorithm,
+        constraint="l2",
+        radius=1.0,
+    )
     Xc = _clip_rows(X, 1.0)
     n = X.shape[0]
     C = make_constraint("l2", 5, 1.0)
@@ -420,15 +419,7 @@ def test_bad_parameters_raise_and_change_nothing(params, match):
     before = est.get_params()
     with pytest.raises((ValueError, TypeError), match=match):
         est.fit(X, y)
-    after = est.get_params()
-    assert before.keys() == after.keys()
-    for key in before:
-        if isinstance(before[key], list):
-            assert before[key] == after[key]
-        elif isinstance(before[key], float) and math.isnan(before[key]):
-            assert math.isnan(after[key])
-        else:
-            assert before[key] is after[key] or before[key] == after[key], key
+    assert_params_equal(before, est.get_params())
     np.testing.assert_array_equal(est.coef_, coef)
 
 
@@ -529,14 +520,14 @@ def test_objective_perturbation_convex_mode_limit_uses_theorem_2_regulariser():
     # l1 ball of radius 0.5 (R_max = 0.5, diameter 1): the epsilon -> inf limit is
     # that regularised constrained minimiser, not the plain constrained ERM.
     X, y = _regression(n=300, scale=2.0)
-    with _non_private_testing_mode():
-        est = GaussianWidthDPRegressor(
-            scaling="none",
-            fit_intercept=False,
-            epsilon=np.inf,
-            algorithm="objective_perturbation",
-            radius=0.5,
-        ).fit(X, y)
+    est = noiseless_fit(
+        GaussianWidthDPRegressor,
+        X,
+        y,
+        fit_intercept=False,
+        algorithm="objective_perturbation",
+        radius=0.5,
+    )
     n = X.shape[0]
     Xc, yc = _clip_rows(X, 1.0), np.clip(y, -1.0, 1.0)
     lam = 1.5 / (math.sqrt(n) * 1.0)
@@ -595,17 +586,17 @@ def test_multiclass_objective_perturbation_limit_matches_scipy():
     n, d, K = 400, 4, 3
     X = rng.normal(size=(n, d))
     y = np.argmax(X @ rng.normal(size=(d, K)) * 2 + rng.gumbel(size=(n, K)), 1)
-    with _non_private_testing_mode():
-        clf = GaussianWidthDPClassifier(
-            scaling="none",
-            fit_intercept=False,
-            epsilon=np.inf,
-            algorithm="objective_perturbation",
-            constraint="l2",
-            radius=1.2,
-            C=0.02,
-            feature_norm_bound=2.0,
-        ).fit(X, y)
+    clf = noiseless_fit(
+        GaussianWidthDPClassifier,
+        X,
+        y,
+        fit_intercept=False,
+        algorithm="objective_perturbation",
+        constraint="l2",
+        radius=1.2,
+        C=0.02,
+        feature_norm_bound=2.0,
+    )
     Xc = _clip_rows(X, 2.0)
     Y = np.eye(K)[y]
     lam = 1.0 / (0.02 * n)

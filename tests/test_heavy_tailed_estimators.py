@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _helpers import algorithms, noiseless_fit
 from scipy import stats
 from sklearn.base import clone
 from sklearn.datasets import load_iris, make_classification, make_regression
@@ -15,9 +16,8 @@ from sklearn.preprocessing import StandardScaler
 
 from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
 from skdpsco.privacy import approx_dp_to_gdp
-from skdpsco.privacy._params import _non_private_testing_mode
 
-ALGORITHMS = sorted(HeavyTailedDPRidge._parameter_constraints["algorithm"][0].options)
+ALGORITHMS = algorithms(HeavyTailedDPRidge)
 # Algorithms whose released iterate is a fixed-step GD iterate (suffix average):
 # they reach the minimiser at a linear rate in the non-private limit.
 GD_ALGORITHMS = ["catoni_gd", "clipped_gd", "smooth_sensitivity_gd"]
@@ -62,10 +62,7 @@ def test_sample_aggregate_non_private_limit_matches_sklearn(Est):
         X = StandardScaler().fit_transform(X)
         ref = LogisticRegression(C=0.5, tol=1e-12, max_iter=10_000).fit(X, y)
         params, tol = dict(C=0.5), 1e-3
-    with _non_private_testing_mode():
-        est = Est(
-            scaling="none", epsilon=np.inf, algorithm="sample_aggregate", **params
-        ).fit(X, y)
+    est = noiseless_fit(Est, X, y, algorithm="sample_aggregate", **params)
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=tol)
     np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=tol)
 
@@ -83,19 +80,19 @@ def test_sample_aggregate_refuses_small_data_naming_the_minimum():
 def test_ridge_non_private_limit_matches_sklearn(algorithm, fit_intercept):
     X, y = _regression()
     y = y + 0.7  # a non-zero intercept
-    with _non_private_testing_mode():
-        est = HeavyTailedDPRidge(
-            scaling="none",
-            epsilon=np.inf,
-            algorithm=algorithm,
-            alpha=2.0,
-            clip_norm=1e6,
-            catoni_scale=1e6,
-            gradient_scale=1e6,
-            max_iter=400,
-            fit_intercept=fit_intercept,
-            random_state=0,
-        ).fit(X, y)
+    est = noiseless_fit(
+        HeavyTailedDPRidge,
+        X,
+        y,
+        algorithm=algorithm,
+        alpha=2.0,
+        clip_norm=1e6,
+        catoni_scale=1e6,
+        gradient_scale=1e6,
+        max_iter=400,
+        fit_intercept=fit_intercept,
+        random_state=0,
+    )
     ref = Ridge(alpha=2.0, fit_intercept=fit_intercept).fit(X, y)
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-6)
     assert est.intercept_ == pytest.approx(ref.intercept_, abs=1e-6)
@@ -115,18 +112,18 @@ def test_logistic_non_private_limit_matches_sklearn(algorithm, n_classes):
         random_state=0,
     )
     X = StandardScaler().fit_transform(X)
-    with _non_private_testing_mode():
-        est = HeavyTailedDPLogistic(
-            scaling="none",
-            epsilon=np.inf,
-            algorithm=algorithm,
-            C=0.5,
-            clip_norm=1e6,
-            catoni_scale=1e6,
-            gradient_scale=1e6,
-            max_iter=3000,
-            random_state=0,
-        ).fit(X, y)
+    est = noiseless_fit(
+        HeavyTailedDPLogistic,
+        X,
+        y,
+        algorithm=algorithm,
+        C=0.5,
+        clip_norm=1e6,
+        catoni_scale=1e6,
+        gradient_scale=1e6,
+        max_iter=3000,
+        random_state=0,
+    )
     ref = LogisticRegression(C=0.5, tol=1e-12, max_iter=10_000).fit(X, y)
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)
     np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-4)
@@ -152,16 +149,16 @@ def test_truncated_mean_gd_converges_to_sklearn_in_the_limit(Est, algorithm):
         params = dict(C=1e4, learning_rate=1.0)
     errors = []
     for T in (1000, 4000):
-        with _non_private_testing_mode():
-            est = Est(
-                scaling="none",
-                epsilon=np.inf,
-                algorithm=algorithm,
-                sample_split="budget",
-                max_iter=T,
-                random_state=0,
-                **params,
-            ).fit(X, y)
+        est = noiseless_fit(
+            Est,
+            X,
+            y,
+            algorithm=algorithm,
+            sample_split="budget",
+            max_iter=T,
+            random_state=0,
+            **params,
+        )
         assert est.n_iter_ == T
         errors.append(
             max(
@@ -278,16 +275,9 @@ def test_clipping_bounds_the_influence_of_an_outlier():
     X, y = _regression(200)
     X2, y2 = X.copy(), y.copy()
     X2[0], y2[0] = 1e8, -1e12
-    kw = dict(
-        epsilon=np.inf,
-        max_iter=20,
-        learning_rate=0.5,
-        alpha=0.0,
-        algorithm="clipped_gd",
-    )
-    with _non_private_testing_mode():
-        a = HeavyTailedDPRidge(scaling="none", **kw).fit(X, y)
-        b = HeavyTailedDPRidge(scaling="none", **kw).fit(X2, y2)
+    kw = dict(max_iter=20, learning_rate=0.5, alpha=0.0, algorithm="clipped_gd")
+    a = noiseless_fit(HeavyTailedDPRidge, X, y, **kw)
+    b = noiseless_fit(HeavyTailedDPRidge, X2, y2, **kw)
     move = np.linalg.norm(np.append(a.coef_ - b.coef_, a.intercept_ - b.intercept_))
     assert move <= 20 * 0.5 * 2 * 1.0 / 200 + 1e-12
     assert move > 0
@@ -382,15 +372,15 @@ def test_feature_names_are_kept():
 def test_ridge_alpha_means_what_it_means_in_sklearn():
     # A larger alpha shrinks the non-private solution exactly as in Ridge.
     X, y = _regression()
-    with _non_private_testing_mode():
-        est = HeavyTailedDPRidge(
-            scaling="none",
-            epsilon=np.inf,
-            alpha=300.0,
-            clip_norm=1e6,
-            max_iter=300,
-            algorithm="clipped_gd",
-        ).fit(X, y)
+    est = noiseless_fit(
+        HeavyTailedDPRidge,
+        X,
+        y,
+        alpha=300.0,
+        clip_norm=1e6,
+        max_iter=300,
+        algorithm="clipped_gd",
+    )
     np.testing.assert_allclose(est.coef_, Ridge(alpha=300.0).fit(X, y).coef_, atol=1e-8)
 
 
@@ -408,16 +398,16 @@ def test_class_weight_non_private_limit_and_refusals(capsys):
     X, y = make_classification(200, 3, n_informative=2, n_redundant=0, random_state=1)
     X = StandardScaler().fit_transform(X)
     weights = {0: 3.0, 1: 0.5}
-    with _non_private_testing_mode():
-        est = HeavyTailedDPLogistic(
-            scaling="none",
-            epsilon=np.inf,
-            class_weight=weights,
-            algorithm="clipped_gd",
-            clip_norm=1e6,
-            max_iter=3000,
-            learning_rate=0.5,
-        ).fit(X, y)
+    est = noiseless_fit(
+        HeavyTailedDPLogistic,
+        X,
+        y,
+        class_weight=weights,
+        algorithm="clipped_gd",
+        clip_norm=1e6,
+        max_iter=3000,
+        learning_rate=0.5,
+    )
     ref = LogisticRegression(class_weight=weights, tol=1e-12, max_iter=10_000)
     ref.fit(X, y)
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)

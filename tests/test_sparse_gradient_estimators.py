@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import algorithms, noiseless_fit
 from _sparse_input import assert_fit_leaves_matrix_unchanged
 from scipy import optimize
 from sklearn.base import clone
@@ -23,11 +24,8 @@ from skdpsco._estimators._sparse_gradient import (
 from skdpsco._losses import get_loss
 from skdpsco._sparse_rows import enforce_row_bounds, row_l1_l2_norms
 from skdpsco.exceptions import PrivacyLeakWarning
-from skdpsco.privacy._params import _non_private_testing_mode
 
-ALGORITHMS = sorted(
-    SparseGradientDPRegressor._parameter_constraints["algorithm"][0].options
-)
+ALGORITHMS = algorithms(SparseGradientDPRegressor)
 
 
 def _sparse_regression(n=400, d=60, nnz=4, seed=0, scale=1.0):
@@ -82,16 +80,16 @@ def test_huber_limit_equals_the_scipy_minimiser_on_the_enforced_rows(
     Xe = enforce_row_bounds(X, sparsity=3, row_norm_bound=1.0, method="clip_l1")
     ref = _huber_reference(Xe, y, 0.05, fit_intercept, 0.7)
     Xin = {"csr": X, "csc": X.tocsc(), "dense": X.toarray()}[fmt]
-    with _non_private_testing_mode():
-        est = SparseGradientDPRegressor(
-            scaling="none",
-            epsilon=np.inf,
-            alpha=0.05,
-            huber_delta=0.7,
-            sparsity=3,
-            fit_intercept=fit_intercept,
-            tol=1e-5,
-        ).fit(Xin, y)
+    est = noiseless_fit(
+        SparseGradientDPRegressor,
+        Xin,
+        y,
+        alpha=0.05,
+        huber_delta=0.7,
+        sparsity=3,
+        fit_intercept=fit_intercept,
+        tol=1e-5,
+    )
     got = np.append(est.coef_, est.intercept_ / A) if fit_intercept else est.coef_
     np.testing.assert_allclose(got, ref, atol=1e-5)
 
@@ -102,16 +100,16 @@ def test_squared_error_limit_equals_ridge_with_a_penalised_intercept():
     n = X.shape[0]
     Xe = enforce_row_bounds(X, sparsity=None, row_norm_bound=1.0)
     ref = Ridge(alpha=0.05 * n, fit_intercept=False, tol=1e-12).fit(_with_ones(Xe), y)
-    with _non_private_testing_mode():
-        est = SparseGradientDPRegressor(
-            scaling="none",
-            epsilon=np.inf,
-            alpha=0.05,
-            loss="squared_error",
-            target_bound=2.0,
-            coef_norm_bound=100.0,
-            tol=1e-6,
-        ).fit(X, y)
+    est = noiseless_fit(
+        SparseGradientDPRegressor,
+        X,
+        y,
+        alpha=0.05,
+        loss="squared_error",
+        target_bound=2.0,
+        coef_norm_bound=100.0,
+        tol=1e-6,
+    )
     np.testing.assert_allclose(
         np.append(est.coef_, est.intercept_ / A), ref.coef_, atol=1e-5
     )
@@ -127,10 +125,9 @@ def test_classifier_limit_equals_logistic_regression(n_classes, fit_intercept):
     Xt = _with_ones(Xe) if fit_intercept else Xe
     ref = LogisticRegression(C=C, fit_intercept=False, tol=1e-12, max_iter=20_000)
     ref.fit(Xt, y)
-    with _non_private_testing_mode():
-        est = SparseGradientDPClassifier(
-            scaling="none", epsilon=np.inf, C=C, fit_intercept=fit_intercept, tol=1e-6
-        ).fit(X, y)
+    est = noiseless_fit(
+        SparseGradientDPClassifier, X, y, C=C, fit_intercept=fit_intercept, tol=1e-6
+    )
     got = (
         np.hstack([est.coef_, est.intercept_[:, None] / A])
         if fit_intercept
@@ -143,14 +140,14 @@ def test_classifier_limit_equals_logistic_regression(n_classes, fit_intercept):
 @pytest.mark.parametrize("algorithm", ["projection_gd", "l1_recovery_gd"])
 def test_gradient_descent_limits_reach_the_unpenalised_intercept_minimiser(algorithm):
     X, y = _sparse_regression(n=200, d=10, nnz=3)
-    with _non_private_testing_mode():
-        est = SparseGradientDPRegressor(
-            scaling="none",
-            epsilon=np.inf,
-            alpha=0.5,
-            algorithm=algorithm,
-            max_iter=400,
-        ).fit(X, y)
+    est = noiseless_fit(
+        SparseGradientDPRegressor,
+        X,
+        y,
+        alpha=0.5,
+        algorithm=algorithm,
+        max_iter=400,
+    )
     # The gradient descents keep an intercept column of 1.
     Xe = enforce_row_bounds(X, sparsity=None, row_norm_bound=1.0).toarray()
     Xt = np.hstack([Xe, np.ones((Xe.shape[0], 1))])

@@ -37,6 +37,7 @@ from skdpsco._solvers._output_perturbation import (
     certified_iteration_budget,
 )
 from skdpsco._sparse_rows import ROW_BOUND_SLACK
+from skdpsco.privacy._budget import AlgorithmBudget
 from skdpsco.privacy._params import _non_private_testing_mode
 
 N_SAMPLES, N_FEATURES, ALPHA, TOL = 200, 20, 0.01, 1e-3
@@ -347,8 +348,7 @@ def _objp_solve(X, y, epsilon, seed=0):
         y,
         get_loss("squared"),
         L2Ball(1.0, n_features=OBJP_FEATURES),
-        epsilon=epsilon,
-        delta=1e-5,
+        budget=AlgorithmBudget(epsilon, 1e-5, len(y)),
         rng=np.random.default_rng(seed),
     )
 

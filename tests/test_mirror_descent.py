@@ -13,6 +13,7 @@ from skdpsco._design import LinearDesign, row_lr_norms
 from skdpsco._losses import get_loss
 from skdpsco._solvers import _mirror_descent as md
 from skdpsco.privacy import approx_dp_to_gdp, calibrate_analytic_gaussian
+from skdpsco.privacy._budget import AlgorithmBudget
 from skdpsco.privacy._ledger import PrivacySpent
 from skdpsco.privacy._mechanisms import GaussianMechanism
 from skdpsco.privacy._shuffling import shuffle_epsilon
@@ -94,8 +95,7 @@ def test_alg3_noise_scale_and_ledger(monkeypatch):
         y,
         get_loss("logistic"),
         p=1.5,
-        epsilon=0.5,
-        delta=1e-5,
+        budget=AlgorithmBudget(0.5, 1e-5, len(y)),
         feature_norm_bound=1.0,
         rng=np.random.default_rng(0),
     )
@@ -129,8 +129,7 @@ def test_alg3_non_private_limit():
         y,
         loss,
         p=1.5,
-        epsilon=math.inf,
-        delta=1e-5,
+        budget=AlgorithmBudget(math.inf, 1e-5, len(y)),
         feature_norm_bound=10.0,
         n_iter=3000,
         alpha_reg=alpha,
@@ -153,8 +152,7 @@ def test_alg3_refuses_squared_and_large_epsilon():
             y,
             get_loss("squared"),
             p=1.5,
-            epsilon=1.0,
-            delta=1e-5,
+            budget=AlgorithmBudget(1.0, 1e-5, len(y)),
             feature_norm_bound=1.0,
             rng=np.random.default_rng(0),
         )
@@ -164,8 +162,7 @@ def test_alg3_refuses_squared_and_large_epsilon():
             y,
             get_loss("logistic"),
             p=1.5,
-            epsilon=2.0,
-            delta=1e-5,
+            budget=AlgorithmBudget(2.0, 1e-5, len(y)),
             feature_norm_bound=1.0,
             rng=np.random.default_rng(0),
         )
@@ -199,8 +196,7 @@ def test_phased_sgd_noise_and_record(monkeypatch):
         LinearDesign(X, False),
         y,
         get_loss("logistic"),
-        epsilon=0.5,
-        delta=1e-5,
+        budget=AlgorithmBudget(0.5, 1e-5, len(y)),
         feature_norm_bound=1.0,
         rng=np.random.default_rng(0),
     )
@@ -251,8 +247,7 @@ def test_alg4_non_private_converges_to_constrained_minimiser():
         loss,
         C,
         p=1.5,
-        epsilon=math.inf,
-        delta=1e-5,
+        budget=AlgorithmBudget(math.inf, 1e-5, len(y)),
         truncation_threshold=math.inf,
         grad_std_bound=0.1,
         smoothness=0.1,
@@ -276,8 +271,7 @@ def test_alg4_truncation_zeroes_gradients():
         get_loss("logistic"),
         L1Ball(1.0, n_features=10),
         p=1.5,
-        epsilon=math.inf,
-        delta=1e-5,
+        budget=AlgorithmBudget(math.inf, 1e-5, len(y)),
         truncation_threshold=0.0,
         rng=np.random.default_rng(0),
     )
@@ -294,8 +288,7 @@ def test_alg4_shuffled_noise_and_achieved_epsilon(monkeypatch):
         get_loss("logistic"),
         L1Ball(1.0, n_features=10),
         p=1.5,
-        epsilon=1.0,
-        delta=delta,
+        budget=AlgorithmBudget(1.0, delta, len(y)),
         truncation_threshold=0.8,
         rng=np.random.default_rng(0),
     )
@@ -332,8 +325,7 @@ def _batched_run(n_classes=2):
         loss,
         L1Ball(1.0, n_features=10),
         p=1.5,
-        epsilon=0.5,
-        delta=1e-5,
+        budget=AlgorithmBudget(0.5, 1e-5, len(y)),
         truncation_threshold=0.8,
         variant="batched",
         n_classes=n_classes,
@@ -387,8 +379,7 @@ def test_alg4_shuffled_gaussian_local_randomizers_are_on_the_grid(
         loss,
         L2Ball(1.0),
         p=2.0,
-        epsilon=1.0,
-        delta=1e-5,
+        budget=AlgorithmBudget(1.0, 1e-5, len(y)),
         truncation_threshold=0.8,
         n_classes=3 if multiclass else 2,
         rng=np.random.default_rng(0),
@@ -421,8 +412,7 @@ def test_alg3_sensitivity_with_intercept_and_classes(monkeypatch, multiclass):
         y,
         loss,
         p=1.5,
-        epsilon=0.8,
-        delta=1e-6,
+        budget=AlgorithmBudget(0.8, 1e-6, len(y)),
         feature_norm_bound=2.0,
         n_classes=K if multiclass else 2,
         rng=np.random.default_rng(1),
@@ -464,8 +454,7 @@ def test_noise_scales_that_underflow_are_refused_on_every_neighbour():
                 get_loss("logistic"),
                 L1Ball(1.0, n_features=3),
                 p=1.5,
-                epsilon=0.5,
-                delta=1e-5,
+                budget=AlgorithmBudget(0.5, 1e-5, len(y)),
                 truncation_threshold=5e-324,
                 variant="batched",
                 rng=np.random.default_rng(0),
@@ -507,8 +496,7 @@ def test_phased_releases_stay_far_inside_the_grid(monkeypatch):
         LinearDesign(X, True),
         y,
         get_loss("huber"),
-        epsilon=50.0,
-        delta=1e-6,
+        budget=AlgorithmBudget(50.0, 1e-6, len(y)),
         feature_norm_bound=5.0,
         norm_bound=5.0,
         rng=np.random.default_rng(1),

@@ -24,6 +24,7 @@ from skdpsco._design import LinearDesign, row_clip_scales, row_lr_norms
 from skdpsco._losses import get_loss
 from skdpsco._solvers import _mirror_descent as md
 from skdpsco.preprocessing import DPRobustScaler, DPStandardScaler
+from skdpsco.privacy._budget import AlgorithmBudget
 
 FMAX = np.finfo(np.float64).max
 SUBNORMAL_ROW = [5e-324, 1e-310, -1e-320, 2.2e-309]
@@ -236,8 +237,7 @@ def test_shuffled_truncation_zeroes_infinite_gradients_without_nan():
                 get_loss("squared"),
                 L2Ball(5, 1.0),
                 p=2.0,
-                epsilon=1.0,
-                delta=1e-5,
+                budget=AlgorithmBudget(1.0, 1e-5, len(y)),
                 rng=np.random.default_rng(seed),
             )
             assert np.all(np.isfinite(res.coef))

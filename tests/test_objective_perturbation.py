@@ -12,6 +12,7 @@ from skdpsco._losses import get_loss
 from skdpsco._solvers import _objective_perturbation as objp
 from skdpsco._solvers._certified import certified_minimize, certified_minimize_fixed
 from skdpsco.exceptions import CertificationError
+from skdpsco.privacy._budget import AlgorithmBudget
 from skdpsco.privacy._ledger import PrivacySpent
 
 
@@ -121,20 +122,23 @@ def _spy_objective_noise(monkeypatch, drawn, with_noise=False):
     sampler, its shape and its values; returns the grid plans."""
     plans = []
     real_plan = objp.objective_noise_grid
-    real_draw = objp.grid_gaussian_noise
+    real_draw = objp.PerturbationNoise.draw
 
     def plan_spy(*args, **kwargs):
         plans.append(real_plan(*args, **kwargs))
         return plans[-1]
 
-    def draw_spy(rng, sigma, step, size):
-        out = real_draw(rng, sigma, step, size)
-        assert step == plans[-1].step
+    def draw_spy(self, size, rng):
+        out = real_draw(self, size, rng)
+        if self.sigma == 0:  # the testing mode: no grid, no draw
+            return out
+        assert self.step == plans[-1].step
+        sigma = self.sigma
         drawn.append((sigma, size, out) if with_noise else (sigma, size))
         return out
 
     monkeypatch.setattr(objp, "objective_noise_grid", plan_spy)
-    monkeypatch.setattr(objp, "grid_gaussian_noise", draw_spy)
+    monkeypatch.setattr(objp.PerturbationNoise, "draw", draw_spy)
     return plans
 
 
@@ -152,8 +156,7 @@ def test_noise_scales_drawn_and_feasible(monkeypatch, loss_name, fit_intercept):
         y,
         get_loss(loss_name),
         C,
-        epsilon=0.5,
-        delta=1e-5,
+        budget=AlgorithmBudget(0.5, 1e-5, len(y)),
         rng=np.random.default_rng(1),
     )
     R = math.hypot(1.0, 1.0) if fit_intercept else 1.0
@@ -202,8 +205,7 @@ def test_objective_noise_is_on_a_grid_a_coupling_away(monkeypatch, K):
         y,
         loss,
         C,
-        epsilon=1.0,
-        delta=1e-6,
+        budget=AlgorithmBudget(1.0, 1e-6, len(y)),
         rng=np.random.default_rng(3),
         **kwargs,
     )
@@ -249,8 +251,7 @@ def test_certification_failure_raises():
             y,
             get_loss("squared"),
             L1Ball(1.0, n_features=50),
-            epsilon=1.0,
-            delta=1e-5,
+            budget=AlgorithmBudget(1.0, 1e-5, len(y)),
             max_iter=1,
             rng=np.random.default_rng(0),
         )
@@ -270,8 +271,7 @@ def test_certification_failure_message_is_public():
                 yy,
                 get_loss("squared"),
                 L1Ball(1.0, n_features=50),
-                epsilon=1.0,
-                delta=1e-5,
+                budget=AlgorithmBudget(1.0, 1e-5, len(yy)),
                 max_iter=3,
                 rng=np.random.default_rng(0),
             )
@@ -362,8 +362,7 @@ def test_refuses_non_glm_or_non_smooth_losses():
             y,
             get_loss("huber"),
             L2Ball(1.0, n_features=50),
-            epsilon=1.0,
-            delta=1e-5,
+            budget=AlgorithmBudget(1.0, 1e-5, len(y)),
             rng=np.random.default_rng(0),
         )
 
@@ -382,8 +381,7 @@ def test_non_private_limit(loss_name, ball):
         y,
         loss,
         C,
-        epsilon=math.inf,
-        delta=1e-5,
+        budget=AlgorithmBudget(math.inf, 1e-5, len(y)),
         intercept_bound=0.3,
         rng=np.random.default_rng(0),
     )
@@ -476,8 +474,7 @@ def test_multinomial_noise_drawn_with_stated_std(monkeypatch, fit_intercept):
         y,
         get_loss("multinomial"),
         C,
-        epsilon=2.0,
-        delta=1e-6,
+        budget=AlgorithmBudget(2.0, 1e-6, len(y)),
         n_classes=K,
         rng=np.random.default_rng(7),
     )
@@ -514,8 +511,7 @@ def test_multinomial_jacobian_floor_and_constants(monkeypatch):
         y,
         get_loss("multinomial"),
         L2Ball(1.0, n_features=d),
-        epsilon=0.5,
-        delta=1e-5,
+        budget=AlgorithmBudget(0.5, 1e-5, len(y)),
         lam_obj=1e-12,
         intercept_bound=0.5,
         n_classes=K,
@@ -580,8 +576,7 @@ def test_multinomial_non_private_limit_matches_scipy(ball):
         y,
         get_loss("multinomial"),
         C,
-        epsilon=math.inf,
-        delta=1e-5,
+        budget=AlgorithmBudget(math.inf, 1e-5, len(y)),
         intercept_bound=B,
         lam_obj=c,
         n_classes=K,
@@ -658,8 +653,7 @@ def test_multinomial_coef_in_set_and_matrix_convention(name, params):
         y,
         get_loss("multinomial"),
         C,
-        epsilon=1.0,
-        delta=1e-5,
+        budget=AlgorithmBudget(1.0, 1e-5, len(y)),
         intercept_bound=0.4,
         n_classes=K,
         rng=np.random.default_rng(2),

@@ -35,11 +35,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._design import row_clip_scales, row_lr_norms
-from ..privacy._accounting import approx_dp_to_gdp, calibrate_analytic_gaussian
+from ..privacy._accounting import approx_dp_to_gdp
 from ..privacy._discrete import uniform_permutation
-from ..privacy._mechanisms import GaussianMechanism
-from ..privacy._records import MechanismRecord
-from ..privacy._shuffling import shuffle_delta, shuffle_local_epsilon
+from ..privacy._mechanisms import (
+    AnalyticGaussianMechanism,
+    GaussianMechanism,
+    ParallelGaussianMechanism,
+)
+from ..privacy._shuffling import ShuffledGaussianRandomizers
+from ..utils._validation import check_real
 from ._result import SolverResult
 
 __all__ = [
@@ -277,16 +281,20 @@ def _param_shape(design, loss, n_classes):
     return (design.dim,) if K == 1 else (design.dim, K)
 
 
-def _check_budget(epsilon, delta, what, any_epsilon=False):
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
+def _check_budget(budget, what, any_epsilon=False):
+    """``(epsilon, delta)`` of the algorithm's :class:`AlgorithmBudget`, checked."""
+    epsilon = check_real(
+        budget.epsilon, "epsilon", low=0.0, low_open=True, allow_inf=True
+    )
     if not any_epsilon and math.isfinite(epsilon) and epsilon > 1:
         # The paper's theorems (the parameter rules of Theorems 7 and 10, the
         # amplification of Algorithm 4) are stated for epsilon < 1; refuse rather
         # than extrapolate.
         raise ValueError(f"{what} is proven for epsilon <= 1 only, got {epsilon!r}.")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
+    delta = check_real(
+        budget.delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True
+    )
+    return epsilon, delta
 
 
 # ------------------------------------------------------------- Algorithm 3
@@ -333,8 +341,7 @@ def noisy_mirror_descent(
     loss,
     *,
     p,
-    epsilon,
-    delta,
+    budget,
     feature_norm_bound,
     n_classes=2,
     n_iter="auto",
@@ -363,9 +370,9 @@ def noisy_mirror_descent(
     loss : loss object with finite ``lipschitz`` (per unit row norm)
     p : float
         ``1 < p < 2``.
-    epsilon : float
-        ``0 < epsilon <= 1`` (``inf`` only in the hidden non-private testing mode).
-    delta : float
+    budget : AlgorithmBudget
+        Its ``(epsilon, delta)``: ``0 < epsilon <= 1`` (``inf`` only in the hidden
+        non-private testing mode).
     feature_norm_bound : float
         Public ``R_q``: rows are clipped to this l_q norm, ``q = p / (p - 1)``.
     n_classes : int
@@ -389,7 +396,7 @@ def noisy_mirror_descent(
        optimization in (non)-Euclidean space revisited, Algorithm 3, Theorem 7,
        Lemmas 1 and 3.
     """
-    _check_budget(epsilon, delta, "Algorithm 3")
+    epsilon, delta = _check_budget(budget, "Algorithm 3")
     if not math.isfinite(loss.lipschitz):
         raise ValueError(
             f"Algorithm 3 needs a loss that is Lipschitz on all of R^d; "
@@ -423,23 +430,19 @@ def noisy_mirror_descent(
     weights = np.exp(log_weights - log_weights.max())
     weights /= weights.sum()
     coef = np.zeros(shape)
+    gradient = GaussianMechanism(
+        sensitivity, sigma, name="Gaussian full-batch gradients (Alg. 3)"
+    )
     for t in range(n_iter):
         U = loss.derivative(_predict(design, w, scales), y)
         grad = _weighted_sum(design, U, scales) / n
-        noisy = GaussianMechanism(sensitivity, sigma).release(grad, rng)
+        noisy = gradient.release(grad, rng)
         y_dual = (beta * y_dual - noisy) / (beta + alpha_reg)
         w = geom.grad_phi_star(y_dual)
         coef += weights[t] * w
     # T Gaussian mechanisms: the ledger composes them exactly (Gaussian DP), with
     # the scaling's Gaussians too.
-    record = MechanismRecord(
-        "Gaussian full-batch gradients (Alg. 3)",
-        "gaussian",
-        count=n_iter,
-        sensitivity=float(sensitivity),
-        scale=float(sigma),
-    )
-    return SolverResult(coef=coef, n_iter=n_iter, records=[record])
+    return SolverResult(coef=coef, n_iter=n_iter, records=[gradient.record(n_iter)])
 
 
 # ------------------------------------------------------------- Theorem 8
@@ -450,8 +453,7 @@ def phased_dp_sgd(
     y,
     loss,
     *,
-    epsilon,
-    delta,
+    budget,
     feature_norm_bound,
     norm_bound=1.0,
     p=2.0,
@@ -484,7 +486,8 @@ def phased_dp_sgd(
     Parameters
     ----------
     design, y, loss
-    epsilon, delta : float
+    budget : AlgorithmBudget
+        Its ``(epsilon, delta)``.
     feature_norm_bound : float
         Public ``R_q`` (``q = p/(p-1) <= 2``); rows are clipped to it.
     norm_bound : float, default=1.0
@@ -506,7 +509,7 @@ def phased_dp_sgd(
     """
     # Any epsilon: the phases' Gaussian noise is calibrated exactly (Gaussian DP),
     # whatever the budget; only Theorem 8's rate is stated for epsilon <= 1.
-    _check_budget(epsilon, delta, "Phased DP-SGD", any_epsilon=True)
+    epsilon, delta = _check_budget(budget, "Phased DP-SGD", any_epsilon=True)
     if not p >= 2:
         raise ValueError(f"the Theorem 8 reduction is for p >= 2, got {p!r}.")
     if not math.isfinite(loss.lipschitz):
@@ -529,6 +532,14 @@ def phased_dp_sgd(
     # papers' 2 sqrt(ln(1/delta)) / epsilon is a looser calibration that spent
     # epsilon 0.26 of 0.5 and 0.545 of 1.
     ratio = 0.0 if math.isinf(epsilon) else 1.0 / approx_dp_to_gdp(epsilon, delta)
+    # Phase i's average has sensitivity 2 L eta_i (docstring): the release of
+    # factor eta_i. The phases read disjoint records: parallel composition.
+    phases = ParallelGaussianMechanism(
+        2.0 * L,
+        ratio,
+        name="phased SGD averages (Thm 8 / FKT20; disjoint phases, parallel "
+        "composition)",
+    )
     scales = _clip_scales(design, q, feature_norm_bound)
     order = rng.permutation(n)  # utility only; privacy needs no shuffling here
     w = np.zeros(shape)
@@ -556,22 +567,14 @@ def phased_dp_sgd(
                     w[d_x] -= eta_i * U
                 w_sum += w
         n_steps += n_i
-        # Sensitivity 2 L eta_i (docstring); sigma_i = ratio * 2 L eta_i; the
-        # release is on the public grid (privacy page). Released as the move from
-        # the previous release (public, so the sensitivity is the same; never the
-        # pass's last iterate, which is private): the grid step shrinks with
-        # eta_i like 4^-i, and the average itself would pass the grid's 2^52
-        # steps in the last phases of a large n.
-        phase = GaussianMechanism(2.0 * L * eta_i, ratio * 2.0 * L * eta_i)
-        w = released + phase.release(w_sum / n_i - released, rng)
-    record = MechanismRecord(
-        "phased SGD averages (Thm 8 / FKT20; disjoint phases, parallel composition)",
-        "gaussian",
-        count=1,
-        sensitivity=1.0,
-        scale=ratio,
-    )
-    return SolverResult(coef=w, n_iter=n_steps, records=[record])
+        # Sensitivity 2 L eta_i (docstring), sigma_i = ratio 2 L eta_i, on the
+        # public grid (privacy page). Released as the move from the previous
+        # release (public, so the sensitivity is the same; never the pass's last
+        # iterate, which is private): the grid step shrinks with eta_i like 4^-i,
+        # and the average itself would pass the grid's 2^52 steps in the last
+        # phases of a large n.
+        w = released + phases.release(w_sum / n_i - released, rng, factor=eta_i)
+    return SolverResult(coef=w, n_iter=n_steps, records=[phases.record()])
 
 
 # ------------------------------------------------------------- Algorithm 4
@@ -631,8 +634,9 @@ def _alg4_plan(n, d, geom, epsilon, delta, tau, sigma_g, beta, M, variant):
     (Algorithm 4, Theorem 10). The shuffled plan takes Theorem 10 with constant 1,
     ``lambda_tr = sigma_g sqrt(n eps) / (kappa^2 d ln(1/delta))^(1/4)`` and
     ``T = n eps kappa / sqrt(d ln(1/delta))`` (``M`` normalised to 1); the batched
-    plan balances the rate Table 2 states for the non-shuffled variant. The noise
-    scales are derived in :func:`shuffled_mirror_descent`.
+    plan balances the rate Table 2 states for the non-shuffled variant. Each plan
+    carries its noise as a ``mechanism`` (privacy argument in
+    :func:`shuffled_mirror_descent`).
     """
     eps_t = 1.0 if math.isinf(epsilon) else epsilon
     lndelta = math.log(1.0 / delta)
@@ -640,32 +644,24 @@ def _alg4_plan(n, d, geom, epsilon, delta, tau, sigma_g, beta, M, variant):
     # Shuffled: per-record Gaussian local randomizer; two truncated gradients
     # differ by <= 2 tau in ||.||_q, so by <= 2 tau h in l2 (h of Hölder).
     h = l2_sensitivity_factor(geom)
-    delta_s = delta / 2.0
-    delta0 = delta / (3.0 * n * (math.exp(eps_t) + 1.0))
-    if math.isinf(epsilon):
-        eps0, achieved = math.inf, math.inf
-    else:
-        eps0, achieved = shuffle_local_epsilon(epsilon, n, delta_s)
     T = int(min(max(math.ceil(n * eps_t * geom.kappa / math.sqrt(d * lndelta)), 1), n))
     lam_tr = sigma_g * math.sqrt(n * eps_t) / (geom.kappa**2 * d * lndelta) ** 0.25
-    if eps0 > 0:
-        t_sh = beta * M + lam_tr if tau == "auto" else float(tau)
-        sig = (
-            0.0
-            if math.isinf(eps0)
-            else calibrate_analytic_gaussian(eps0, delta0, 2.0 * t_sh * h)
-        )
+    t_sh = beta * M + lam_tr if tau == "auto" else float(tau)
+    local = ShuffledGaussianRandomizers(
+        2.0 * t_sh * h,
+        epsilon,
+        delta,
+        n,
+        name="shuffled Gaussian local randomizers (Alg. 4; FMT21 amplification)",
+    )
+    if local.amplifies:
         b = n // T
         plans["shuffled"] = dict(
             T=T,
             tau=t_sh,
-            sigma=sig,
             b=b,
-            var=geom.kappa_plus * gaussian_dual_moment(geom, sig) / b,
-            eps0=eps0,
-            delta0=delta0,
-            delta_s=delta_s,
-            achieved=achieved,
+            var=geom.kappa_plus * gaussian_dual_moment(geom, local.sigma) / b,
+            mechanism=local,
         )
     # Batched: one Gaussian release per batch mean, sensitivity 2 tau h / b in
     # l2; parallel composition over disjoint batches.
@@ -678,17 +674,18 @@ def _alg4_plan(n, d, geom, epsilon, delta, tau, sigma_g, beta, M, variant):
     )
     t_b = beta * M + lam_b if tau == "auto" else float(tau)
     b_b = n // T_b
-    sig_b = (
-        0.0
-        if math.isinf(epsilon)
-        else calibrate_analytic_gaussian(epsilon, delta, 2.0 * t_b * h / b_b)
+    batch = AnalyticGaussianMechanism(
+        2.0 * t_b * h / b_b,
+        epsilon,
+        delta,
+        name="Gaussian batch means (Alg. 4 batched; parallel composition)",
     )
     plans["batched"] = dict(
         T=T_b,
         tau=t_b,
-        sigma=sig_b,
         b=b_b,
-        var=geom.kappa_plus * gaussian_dual_moment(geom, sig_b),
+        var=geom.kappa_plus * gaussian_dual_moment(geom, batch.sigma),
+        mechanism=batch,
     )
     if variant == "auto":
         variant = min(plans, key=lambda k: plans[k]["var"])
@@ -700,6 +697,75 @@ def _alg4_plan(n, d, geom, epsilon, delta, tau, sigma_g, beta, M, variant):
     return variant, plans[variant]
 
 
+def _alg4_setup(design, loss, constraint, p, budget, variant, n_classes, plan_args):
+    """Checks and public plan of Algorithm 4: ``(epsilon, geom, variant, plan)``."""
+    epsilon, delta = _check_budget(budget, "Algorithm 4")
+    if design.fit_intercept:
+        raise ValueError("Algorithm 4 supports fit_intercept=False only.")
+    if variant not in ("shuffled", "batched", "auto"):
+        raise ValueError(f"variant must be shuffled/batched/auto, got {variant!r}.")
+    n = design.n_samples
+    shape = _param_shape(design, loss, n_classes)
+    d = int(np.prod(shape))
+    geom = lp_geometry(p, d)
+    M = _check_alg4_set(constraint, geom)
+    tau, grad_std_bound, smoothness = plan_args
+    variant, plan = _alg4_plan(
+        n, d, geom, epsilon, delta, tau, grad_std_bound, smoothness, M, variant
+    )
+    mechanism = plan["mechanism"]
+    if (
+        variant == "shuffled"
+        and mechanism.sigma > 0
+        and n * d > MAX_LOCAL_NOISE_ENTRIES
+    ):
+        raise ValueError(
+            f"the shuffled variant draws one {d}-dimensional noise vector per record "
+            f"({n * d:.3g} entries > {MAX_LOCAL_NOISE_ENTRIES:.0e}); use "
+            "variant='batched'."
+        )
+    _check_noise(epsilon, mechanism.sensitivity, mechanism.sigma, "Algorithm 4")
+    Phi_max = 0.5 * geom.kappa * float(constraint.radius) ** 2
+    G2 = grad_std_bound**2 + (smoothness * M) ** 2 + plan["var"]
+    plan["gamma"] = math.sqrt(plan["T"] * G2 / (2.0 * Phi_max))
+    plan["shape"] = shape
+    return epsilon, geom, variant, plan
+
+
+def _alg4_mean_gradient(batch, U, epsilon, variant, plan, geom, rng):
+    """The released mean of the batch's truncated gradients ``u_i x_i``."""
+    b_t = batch.n_samples
+    ones = np.ones(b_t)
+    if math.isinf(epsilon):  # the non-private testing mode (tau may be inf)
+        return _weighted_sum(batch, U, ones) / b_t
+    if variant == "shuffled":
+        # Each record's local randomizer: the Gaussian mechanism of l2-sensitivity
+        # 2 tau h, released on the public grid; the sum of the released vectors is
+        # post-processing.
+        return _local_gaussian_sum(batch, U, plan["mechanism"], rng) / b_t
+    # Batch mean: l2-sensitivity 2 tau h / b_t <= 2 tau h / b, b = floor(n / T)
+    # the smallest batch size, released on the public grid.
+    sensitivity = 2.0 * plan["tau"] * l2_sensitivity_factor(geom) / b_t
+    g_sum = _weighted_sum(batch, U, ones)
+    return plan["mechanism"].release(g_sum / b_t, rng, sensitivity=sensitivity)
+
+
+def _truncate(U, row_q, tau, q):
+    """Zero the rows whose gradient ``u_i x_i`` has ``||.||_q > tau``."""
+    # ||u_i x_i||_q = ||u_i||_q ||x_i||_q (entrywise norm of an outer product),
+    # each factor overflow-free. Their product may pass the float range (inf:
+    # correctly above tau, so zeroed), underflow (a subnormal row, kept) or be
+    # inf * 0 = NaN (a zero gradient, which zeroing leaves zero): all are
+    # handled, so none warns.
+    mag = np.abs(U) if U.ndim == 1 else row_lr_norms(U, q)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        keep = mag * row_q <= tau
+    # Select, not multiply by a 0/1 mask: the squared loss's derivative of an
+    # extreme record can be +-inf, and inf * 0 is NaN (NaN coefficients on one
+    # neighbour only).
+    return np.where(keep if U.ndim == 1 else keep[:, None], U, 0.0)
+
+
 def shuffled_mirror_descent(
     design,
     y,
@@ -707,8 +773,7 @@ def shuffled_mirror_descent(
     constraint,
     *,
     p,
-    epsilon,
-    delta,
+    budget,
     grad_std_bound=1.0,
     smoothness=1.0,
     truncation_threshold="auto",
@@ -757,7 +822,8 @@ def shuffled_mirror_descent(
         paper suggests after Theorem 10, by running with ``p = 2``).
     p : float
         ``1 < p <= 2``.
-    epsilon, delta : float
+    budget : AlgorithmBudget
+        Its ``(epsilon, delta)``, ``0 < epsilon <= 1``.
     grad_std_bound : float, default=1.0
         ``sigma_g`` of Assumption 4 (utility only: sets ``tau`` and ``T``).
     smoothness : float, default=1.0
@@ -780,95 +846,29 @@ def shuffled_mirror_descent(
     .. [2] Feldman, V., McMillan, A. and Talwar, K. (2021). Hiding among the
        clones. FOCS.
     """
-    _check_budget(epsilon, delta, "Algorithm 4")
-    if design.fit_intercept:
-        raise ValueError("Algorithm 4 supports fit_intercept=False only.")
-    if variant not in ("shuffled", "batched", "auto"):
-        raise ValueError(f"variant must be shuffled/batched/auto, got {variant!r}.")
-    n = design.n_samples
-    shape = _param_shape(design, loss, n_classes)
-    d = int(np.prod(shape))
-    geom = lp_geometry(p, d)
-    M = _check_alg4_set(constraint, geom)
-    variant, plan = _alg4_plan(
-        n,
-        d,
-        geom,
-        epsilon,
-        delta,
-        truncation_threshold,
-        grad_std_bound,
-        smoothness,
-        M,
+    epsilon, geom, variant, plan = _alg4_setup(
+        design,
+        loss,
+        constraint,
+        p,
+        budget,
         variant,
+        n_classes,
+        (truncation_threshold, grad_std_bound, smoothness),
     )
-    if variant == "shuffled" and plan["sigma"] > 0 and n * d > MAX_LOCAL_NOISE_ENTRIES:
-        raise ValueError(
-            f"the shuffled variant draws one {d}-dimensional noise vector per record "
-            f"({n * d:.3g} entries > {MAX_LOCAL_NOISE_ENTRIES:.0e}); use "
-            "variant='batched'."
-        )
-    T, tau, sigma = plan["T"], plan["tau"], plan["sigma"]
-    sensitivity = 2.0 * tau * l2_sensitivity_factor(geom)
-    if variant == "batched":
-        sensitivity /= plan["b"]
-    _check_noise(epsilon, sensitivity, sigma, "Algorithm 4")
-    Phi_max = 0.5 * geom.kappa * float(constraint.radius) ** 2
-    G2 = grad_std_bound**2 + (smoothness * M) ** 2 + plan["var"]
-    gamma = math.sqrt(T * G2 / (2.0 * Phi_max))
+    n = design.n_samples
+    T, tau, gamma = plan["T"], plan["tau"], plan["gamma"]
     row_q = _row_feature_norms(design, geom.q)
-    ones = np.ones(n)
     # The shuffle is part of the mechanism (shuffle model): from the secure source.
     order = uniform_permutation(rng, n)
-    w = np.zeros(shape)
-    coef = np.zeros(shape)
+    w = np.zeros(plan["shape"])
+    coef = np.zeros(plan["shape"])
     for rows in np.array_split(order, T):
-        b_t = rows.size
         batch = design.subset(rows)
-        U = loss.derivative(_predict(batch, w, ones[:b_t]), y[rows])
-        # ||u_i x_i||_q = ||u_i||_q ||x_i||_q (entrywise norm of an outer product),
-        # each factor overflow-free. Their product may pass the float range (inf:
-        # correctly above tau, so zeroed), underflow (a subnormal row, kept) or be
-        # inf * 0 = NaN (a zero gradient, which zeroing leaves zero): all are
-        # handled, so none warns.
-        mag = np.abs(U) if U.ndim == 1 else row_lr_norms(U, geom.q)
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            keep = mag * row_q[rows] <= tau
-        # Select, not multiply by a 0/1 mask: the squared loss's derivative of an
-        # extreme record can be +-inf, and inf * 0 is NaN (NaN coefficients on one
-        # neighbour only).
-        U = np.where(keep if U.ndim == 1 else keep[:, None], U, 0.0)
-        h = l2_sensitivity_factor(geom)
-        if math.isinf(epsilon):  # the non-private testing mode (tau may be inf)
-            g_bar = _weighted_sum(batch, U, ones[:b_t]) / b_t
-        elif variant == "shuffled":
-            # Each record's local randomizer: the Gaussian mechanism of
-            # l2-sensitivity 2 tau h, released on the public grid; the sum of the
-            # released vectors is post-processing.
-            local = GaussianMechanism(2.0 * tau * h, sigma)
-            g_bar = _local_gaussian_sum(batch, U, local, rng) / b_t
-        else:
-            # Batch mean: l2-sensitivity 2 tau h / b_t <= 2 tau h / b, b = floor(n
-            # / T) the smallest batch size, released on the public grid.
-            g_sum = _weighted_sum(batch, U, ones[:b_t])
-            g_bar = GaussianMechanism(2.0 * tau * h / b_t, sigma).release(
-                g_sum / b_t, rng
-            )
+        U = loss.derivative(_predict(batch, w, np.ones(rows.size)), y[rows])
+        U = _truncate(U, row_q[rows], tau, geom.q)
+        g_bar = _alg4_mean_gradient(batch, U, epsilon, variant, plan, geom, rng)
         theta = gamma * geom.grad_phi(w) - g_bar
         w = _bregman_step(geom, constraint, theta, gamma)
         coef += w / T
-    if variant == "shuffled":
-        eps_spent = plan["achieved"]
-        delta_spent = (
-            shuffle_delta(eps_spent, plan["eps0"], plan["delta0"], n, plan["delta_s"])
-            if math.isfinite(eps_spent)
-            else delta
-        )
-        name = "shuffled Gaussian local randomizers (Alg. 4; FMT21 amplification)"
-    else:
-        eps_spent, delta_spent = float(epsilon), float(delta)
-        name = "Gaussian batch means (Alg. 4 batched; parallel composition)"
-    record = MechanismRecord(
-        name, "approx_dp", count=1, epsilon=float(eps_spent), delta=float(delta_spent)
-    )
-    return SolverResult(coef=coef, n_iter=T, records=[record])
+    return SolverResult(coef=coef, n_iter=T, records=[plan["mechanism"].record()])

@@ -62,10 +62,10 @@ from ..privacy._discrete import COUPLING_SIGMA
 from ..privacy._mechanisms import (
     GRID_SLACK,
     GaussianMechanism,
-    grid_gaussian_noise,
+    PerturbationNoise,
     grid_gaussian_sigma,
 )
-from ..privacy._records import MechanismRecord
+from ..utils._validation import check_real
 from ._certified import _ROUNDING_FACTOR, certified_minimize_fixed
 from ._mirror_descent import _clip_scales, _predict, _weighted_sum
 from ._result import SolverResult
@@ -442,14 +442,183 @@ def objective_perturbation_iterations(
     return max(1, math.ceil(2.0 * math.log(max(ratio, 1.0)) / rate))
 
 
+@dataclasses.dataclass(frozen=True)
+class _PublicPlan:
+    """Every public constant of one run of Algorithms 1/2 (no data read)."""
+
+    shape: object
+    n_params: int
+    R_z: float
+    R_aug: float
+    R_y: float | None
+    lipschitz: float
+    smoothness: float
+    r_max: float
+    diameter: float
+    constants: dict
+    feasible: _ProductSet
+    grid: ObjectiveNoiseGrid | None
+
+
+def _public_plan(design, loss, constraint, K, epsilon, delta, bounds, options):
+    """The public phase of :func:`approximate_objective_perturbation`.
+
+    ``bounds = (feature_norm_bound, target_bound, intercept_bound,
+    gaussian_width)``, ``options = (lam_obj, l2_penalty, opt_tol)``.
+    """
+    feature_norm_bound, target_bound, intercept_bound, gaussian_width = bounds
+    lam_obj, l2_penalty, opt_tol = options
+    n, d, dim = design.n_samples, design.n_features, design.dim
+    B = float(intercept_bound) if design.fit_intercept else None
+    r_max, diam, width = _set_quantities(constraint, d, B, K)
+    if gaussian_width is not None:
+        width = float(gaussian_width)
+    R_z = float(feature_norm_bound)
+    R_aug = math.hypot(R_z, 1.0) if design.fit_intercept else R_z
+    R_y = None
+    if loss.name == "squared":
+        R_y = float(target_bound)
+        L = R_aug * (r_max * R_aug + R_y)
+    else:
+        L = loss.lipschitz * R_aug
+    # Worst-case constants over every record with ||x~|| <= R_aug: ||grad||_F <=
+    # loss.lipschitz * ||x~|| (|phi'| <= 1 for logistic; ||p - e_y|| <= sqrt(2) for
+    # the multinomial loss) and ||Hessian||_2 <= loss.smoothness * ||x~||^2 (1/4;
+    # 1/2): module docstring.
+    beta = loss.smoothness * R_aug**2
+    n_params = dim * K
+    k = objective_perturbation_constants(
+        n=n,
+        dim=n_params,
+        epsilon=epsilon,
+        delta=delta,
+        lipschitz=L,
+        smoothness=beta,
+        diameter=diam,
+        r_max=r_max,
+        gaussian_width=width,
+        # k = 1, m = 2 for GLMs (z z^T; span{z, z'}); k = K - 1, m = 2K for the
+        # multinomial loss (module docstring).
+        hessian_rank=1 if K == 1 else K - 1,
+        gradient_span_dim=2 if K == 1 else 2 * K,
+        lam_obj=lam_obj,
+        l2_penalty=l2_penalty,
+        opt_tol=opt_tol,
+    )
+    grid = (
+        objective_noise_grid(
+            k["sigma1"], n_params, n, k["mu_J"], k["gamma"], epsilon, delta
+        )
+        if k["sigma1"] > 0
+        else None
+    )
+    return _PublicPlan(
+        shape=dim if K == 1 else (dim, K),
+        n_params=n_params,
+        R_z=R_z,
+        R_aug=R_aug,
+        R_y=R_y,
+        lipschitz=L,
+        smoothness=beta,
+        r_max=r_max,
+        diameter=diam,
+        constants=k,
+        feasible=_ProductSet(constraint, d, B),
+        grid=grid,
+    )
+
+
+def _auto_iterations(plan, loss, w0, n, epsilon, delta):
+    """The public count of :func:`objective_perturbation_iterations` for ``plan``.
+
+    ``||grad J(x_0)|| <= ||grad L^(x_0)|| + ||G|| / n + mu_J ||x_0||``. The loss
+    part is ``L``, or ``R_aug (R_aug ||x_0|| + R_y)`` for the squared loss
+    (``|<x~, x_0> - y| <= R_aug ||x_0|| + R_y`` at ``x_0`` rather than over all of
+    ``C``). ``||G||`` is bounded by a public ``t`` exceeded with probability
+    ``eta``, ``(1 + e^eps) eta <= 2^-64 delta``, whatever the data
+    (:func:`_noise_norm_bound`): the count certifies for every dataset unless
+    ``||G|| > t``, so a failure (nothing released) adds at most ``2^-64 delta`` to
+    the delta of the release, below its float rounding.
+    """
+    k, grid, L, R_aug = plan.constants, plan.grid, plan.lipschitz, plan.R_aug
+    mu_J = k["mu_J"]
+    x0_norm = float(np.linalg.norm(w0))
+    # ||G|| <= ||G_c|| + ||step R|| (objective_noise_grid).
+    noise = (
+        0.0
+        if grid is None
+        else (
+            _noise_norm_bound(grid.sigma, plan.n_params, epsilon, delta)
+            + grid.residual_bound
+        )
+        / n
+    )
+    loss_at_x0 = R_aug * (R_aug * x0_norm + plan.R_y) if loss.name == "squared" else L
+    return objective_perturbation_iterations(
+        start_gradient=loss_at_x0 + noise + mu_J * x0_norm,
+        start_distance=plan.diameter,
+        gradient_bound=L + noise + mu_J * plan.r_max,
+        r_max=plan.r_max,
+        mu=mu_J,
+        smoothness=plan.smoothness + mu_J,
+        tol=k["certify_tol"],
+    )
+
+
+def _clipped_targets(y, loss, K, R_y):
+    """Targets clipped to ``[-R_y, R_y]`` (squared loss; a function of one record),
+    or class codes checked against the public ``K``."""
+    y = np.asarray(y, dtype=float)
+    if loss.name == "squared":
+        y = np.clip(y, -R_y, R_y)
+    elif K > 1:
+        y = np.asarray(y, dtype=np.intp)
+        if y.size and (y.min() < 0 or y.max() >= K):
+            raise ValueError(f"multinomial labels must be in {{0, ..., {K - 1}}}.")
+    return y
+
+
+def _certified_solve(design, y, loss, scales, G, plan, w0, n_iter):
+    """``theta_2``: ``n_iter`` V-FISTA steps on ``J`` (clipped rows, noise ``G``),
+    certified within ``gamma / 2`` of the exact minimiser or raising.
+
+    The solve runs the public count in full and certifies once at the end:
+    stopping at the certificate took a number of iterations, hence a running
+    time, that depended on the data and on ``G`` (see
+    :func:`objective_perturbation_iterations`, which proves the count sufficient
+    for every dataset unless ``||G||`` exceeds its public bound). A failure raises
+    and releases nothing, with a message naming only public numbers (tol, the
+    count). Not covered: the work of one projection onto ``C`` can still depend on
+    the iterate (an l1 ball's projection returns early inside the ball and sorts a
+    data-dependent number of entries).
+    """
+    n = design.n_samples
+    k = plan.constants
+    c_tot, mu_J = k["c_tot"], k["mu_J"]
+
+    def value_and_grad(w):
+        z = _predict(design, w, scales)
+        grad = _weighted_sum(design, loss.derivative(z, y), scales) / n
+        return None, grad + G / n + 2.0 * c_tot * w
+
+    return certified_minimize_fixed(
+        value_and_grad,
+        plan.feasible.project,
+        w0=w0,
+        mu=mu_J,
+        smoothness=plan.smoothness + mu_J,
+        tol=k["certify_tol"],
+        n_iter=n_iter,
+    )
+
+
 def approximate_objective_perturbation(
     design,
     y,
     loss,
     constraint,
     *,
-    epsilon,
-    delta,
+    budget,
     feature_norm_bound=1.0,
     target_bound=1.0,
     intercept_bound=1.0,
@@ -498,10 +667,10 @@ def approximate_objective_perturbation(
         ``gaussian_width``. For the multinomial loss ``W[:d]`` (shape ``(d, K)``)
         must lie in it in the matrix convention of :mod:`skdpsco._constraints`
         (module docstring).
-    epsilon : float
-        ``> 0``; for ``epsilon > 1`` the scales use the derivation in
-        :func:`objective_perturbation_constants` and the analytic Gaussian.
-    delta : float
+    budget : AlgorithmBudget
+        Its ``(epsilon, delta)``: ``epsilon > 0``; for ``epsilon > 1`` the scales
+        use the derivation in :func:`objective_perturbation_constants` and the
+        analytic Gaussian.
     feature_norm_bound : float, default=1.0
         ``R_z``.
     target_bound : float, default=1.0
@@ -543,128 +712,46 @@ def approximate_objective_perturbation(
             f"losses ({sorted(_GLM_LOSSES)}), got {loss.name!r}."
         )
     K = int(loss.n_outputs(n_classes))
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
-    n, d, dim = design.n_samples, design.n_features, design.dim
-    B = float(intercept_bound) if design.fit_intercept else None
-    r_max, diam, width = _set_quantities(constraint, d, B, K)
-    if gaussian_width is not None:
-        width = float(gaussian_width)
-    R_z = float(feature_norm_bound)
-    R_aug = math.hypot(R_z, 1.0) if design.fit_intercept else R_z
-    if loss.name == "squared":
-        R_y = float(target_bound)
-        L = R_aug * (r_max * R_aug + R_y)
-    else:
-        L = loss.lipschitz * R_aug
-    # Worst-case constants over every record with ||x~|| <= R_aug: ||grad||_F <=
-    # loss.lipschitz * ||x~|| (|phi'| <= 1 for logistic; ||p - e_y|| <= sqrt(2) for
-    # the multinomial loss) and ||Hessian||_2 <= loss.smoothness * ||x~||^2 (1/4;
-    # 1/2): module docstring.
-    beta = loss.smoothness * R_aug**2
-    shape = dim if K == 1 else (dim, K)
-    n_params = dim * K
-    k = objective_perturbation_constants(
-        n=n,
-        dim=n_params,
-        epsilon=epsilon,
-        delta=delta,
-        lipschitz=L,
-        smoothness=beta,
-        diameter=diam,
-        r_max=r_max,
-        gaussian_width=width,
-        # k = 1, m = 2 for GLMs (z z^T; span{z, z'}); k = K - 1, m = 2K for the
-        # multinomial loss (module docstring).
-        hessian_rank=1 if K == 1 else K - 1,
-        gradient_span_dim=2 if K == 1 else 2 * K,
-        lam_obj=lam_obj,
-        l2_penalty=l2_penalty,
-        opt_tol=opt_tol,
+    epsilon = check_real(
+        budget.epsilon, "epsilon", low=0.0, low_open=True, allow_inf=True
     )
-    c_tot, mu_J = k["c_tot"], k["mu_J"]
-    H_J = beta + mu_J
-    grid = (
-        objective_noise_grid(k["sigma1"], n_params, n, mu_J, k["gamma"], epsilon, delta)
-        if k["sigma1"] > 0
-        else None
+    delta = check_real(
+        budget.delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True
     )
-    feasible = _ProductSet(constraint, d, B)
+    n = design.n_samples
+    plan = _public_plan(
+        design,
+        loss,
+        constraint,
+        K,
+        epsilon,
+        delta,
+        (feature_norm_bound, target_bound, intercept_bound, gaussian_width),
+        (lam_obj, l2_penalty, opt_tol),
+    )
+    k, feasible = plan.constants, plan.feasible
     # Public start x_0 = P_C(0) (0 itself unless C excludes it, e.g. the simplex).
-    w0 = feasible.project(np.zeros(shape))
+    w0 = feasible.project(np.zeros(plan.shape))
     if max_iter == "auto":
-        # ||grad J(x_0)|| <= ||grad L^(x_0)|| + ||G|| / n + mu_J ||x_0||. The loss
-        # part is L, or R_aug (R_aug ||x_0|| + R_y) for the squared loss (|<x~, x_0>
-        # - y| <= R_aug ||x_0|| + R_y at x_0 rather than over all of C). ||G|| is
-        # bounded by a public t exceeded with probability eta, (1 + e^eps) eta <=
-        # 2^-64 delta, whatever the data (_noise_norm_bound): the count certifies for
-        # every dataset unless ||G|| > t, so a failure (nothing released) adds at
-        # most 2^-64 delta to the delta of the release, below its float rounding.
-        x0_norm = float(np.linalg.norm(w0))
-        # ||G|| <= ||G_c|| + ||step R|| (objective_noise_grid).
-        noise = (
-            0.0
-            if grid is None
-            else (
-                _noise_norm_bound(grid.sigma, n_params, epsilon, delta)
-                + grid.residual_bound
-            )
-            / n
-        )
-        loss_at_x0 = R_aug * (R_aug * x0_norm + R_y) if loss.name == "squared" else L
-        max_iter = objective_perturbation_iterations(
-            start_gradient=loss_at_x0 + noise + mu_J * x0_norm,
-            start_distance=diam,
-            gradient_bound=L + noise + mu_J * r_max,
-            r_max=r_max,
-            mu=mu_J,
-            smoothness=H_J,
-            tol=k["certify_tol"],
-        )
+        max_iter = _auto_iterations(plan, loss, w0, n, epsilon, delta)
 
     # ---- private phase ----
-    scales = _clip_scales(design, 2.0, R_z)
-    y = np.asarray(y, dtype=float)
-    if loss.name == "squared":
-        y = np.clip(y, -R_y, R_y)
-    elif K > 1:
-        y = np.asarray(y, dtype=np.intp)
-        if y.size and (y.min() < 0 or y.max() >= K):
-            raise ValueError(f"multinomial labels must be in {{0, ..., {K - 1}}}.")
+    scales = _clip_scales(design, 2.0, plan.R_z)
+    y = _clipped_targets(y, loss, K, plan.R_y)
     # Objective perturbation: replacing one record moves n grad L^(theta*) by at
-    # most 2L, inside a fixed subspace of dimension m (Theorem 1; sigma_1 above).
-    # G is drawn on a public grid, a coupling away from the continuous Gaussian
-    # the theorem needs (objective_noise_grid).
-    if grid is None:
-        G = np.zeros(shape)
-    else:
-        G = grid_gaussian_noise(rng, k["sigma1"], grid.step, shape)
-
-    def value_and_grad(w):
-        z = _predict(design, w, scales)
-        grad = _weighted_sum(design, loss.derivative(z, y), scales) / n
-        return None, grad + G / n + 2.0 * c_tot * w
-
-    # The solve runs the public count max_iter in full and certifies once at the
-    # end: stopping at the certificate took a number of iterations, hence a
-    # running time, that depended on the data and on G (see
-    # objective_perturbation_iterations, which proves the count sufficient for
-    # every dataset unless ||G|| exceeds its public bound). A failure raises and
-    # releases nothing, with a message naming only public numbers (tol, the
-    # count). Not covered: the work of one projection onto C can still depend on
-    # the iterate (an l1 ball's projection returns early inside the ball and
-    # sorts a data-dependent number of entries).
-    result = certified_minimize_fixed(
-        value_and_grad,
-        feasible.project,
-        w0=w0,
-        mu=mu_J,
-        smoothness=H_J,
-        tol=k["certify_tol"],
-        n_iter=int(max_iter),
+    # most 2L, inside a fixed subspace of dimension m (Theorem 1; sigma_1 above):
+    # the exact minimiser's release is (eps/2, delta/2)-DP. G is drawn on a public
+    # grid, a coupling away from the continuous Gaussian the theorem needs
+    # (objective_noise_grid).
+    objective_noise = PerturbationNoise(
+        k["sigma1"],
+        None if plan.grid is None else plan.grid.step,
+        epsilon / 2.0,
+        delta / 2.0,
+        name="objective perturbation of the exact minimiser (SZW Thm 1)",
     )
+    G = objective_noise.draw(plan.shape, rng)
+    result = _certified_solve(design, y, loss, scales, G, plan, w0, int(max_iter))
     # Output perturbation: ||theta_2 - theta*(D, G)|| <= gamma/2 is certified, and
     # coupling G' so that theta*(D', G') = theta*(D, G) gives ||theta_2 - theta_2'||
     # <= 2 gamma: Gaussian mechanism of sensitivity 2 gamma (Frobenius
@@ -675,14 +762,5 @@ def approximate_objective_perturbation(
         name="output perturbation of the certified approximation (SZW Alg. 1 step 5)",
     )
     coef = feasible.project(output.release(result.w, rng))
-    records = [
-        MechanismRecord(
-            "objective perturbation of the exact minimiser (SZW Thm 1)",
-            "approx_dp",
-            count=1,
-            epsilon=epsilon / 2.0,
-            delta=delta / 2.0,
-        ),
-        output.record(),
-    ]
+    records = [objective_noise.record(), output.record()]
     return SolverResult(coef=coef, n_iter=int(max_iter), records=records)

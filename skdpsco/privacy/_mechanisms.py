@@ -22,6 +22,7 @@ import numpy as np
 
 from ..exceptions import PrivacyBudgetError
 from ..utils._validation import check_real
+from ._accounting import calibrate_analytic_gaussian
 from ._discrete import (
     COUPLING_SIGMA,
     MAX_LAPLACE_SCALE,
@@ -804,3 +805,145 @@ class ExponentialMechanism:
 
 
 __all__ += ["ExponentialMechanism"]
+
+
+class ParallelGaussianMechanism:
+    """Gaussian releases on disjoint sets of records at one noise-to-sensitivity
+    ratio, accounted as one release.
+
+    Release ``k`` is the grid :class:`GaussianMechanism` of l2-sensitivity
+    ``f_k Delta`` and noise ``f_k ratio Delta`` (``f_k`` the release's public
+    ``factor``). A record enters one release only, so by parallel composition
+    (McSherry 2009, Thm 4) the releases are, for every record, one Gaussian
+    mechanism whose privacy depends on the ratio alone: the record is one release
+    of sensitivity 1 and noise ``ratio``. The caller states why its releases read
+    disjoint records.
+
+    Parameters
+    ----------
+    sensitivity : float
+        ``Delta``, the l2-sensitivity of a release of factor 1.
+    ratio : float
+        Noise std per unit of sensitivity (``0`` only in the testing mode).
+    name : str
+        Ledger label.
+    """
+
+    def __init__(self, sensitivity, ratio, name="parallel gaussian"):
+        self.sensitivity = float(sensitivity)
+        self.ratio = float(ratio)
+        self.sigma = self.ratio * self.sensitivity
+        self.name = name
+
+    def release(self, value, rng, factor=1.0):
+        """``value`` plus grid Gaussian noise of std ``factor sigma``, for a
+        query of l2-sensitivity ``factor Delta``."""
+        mechanism = GaussianMechanism(
+            self.sensitivity * factor, self.sigma * factor, self.name
+        )
+        return mechanism.release(value, rng)
+
+    def record(self):
+        """The one ledger record of all the releases (parallel composition)."""
+        return MechanismRecord(
+            self.name, "gaussian", count=1, sensitivity=1.0, scale=self.ratio
+        )
+
+
+class AnalyticGaussianMechanism:
+    """The grid Gaussian mechanism calibrated to ``(epsilon, delta)``-DP.
+
+    ``sigma`` is the analytic calibration of Balle & Wang (2018, Thm 8) for
+    l2-sensitivity ``Delta`` (``0`` at ``epsilon = inf``, the testing mode); a
+    release may read a query of smaller sensitivity (a larger batch), never a
+    larger one. The record is ``approx_dp`` at ``(epsilon, delta)`` for each
+    use.
+
+    Parameters
+    ----------
+    sensitivity : float
+        ``Delta``, the largest l2-sensitivity of a release.
+    epsilon, delta : float
+    name : str
+        Ledger label.
+    """
+
+    def __init__(self, sensitivity, epsilon, delta, name="analytic gaussian"):
+        self.sensitivity = float(sensitivity)
+        self.epsilon = float(epsilon)
+        self.delta = float(delta)
+        self.sigma = (
+            0.0
+            if math.isinf(epsilon)
+            else calibrate_analytic_gaussian(epsilon, delta, sensitivity)
+        )
+        self.name = name
+
+    def release(self, value, rng, sensitivity=None):
+        """``value`` plus grid Gaussian noise of std ``sigma``; ``sensitivity``
+        (default ``Delta``, at most ``Delta``) sets the grid of this release."""
+        s = self.sensitivity if sensitivity is None else float(sensitivity)
+        if not s <= self.sensitivity:
+            raise ValueError(
+                f"{self.name}: a release of sensitivity {s!r} exceeds the "
+                f"calibrated {self.sensitivity!r}."
+            )
+        return GaussianMechanism(s, self.sigma, self.name).release(value, rng)
+
+    def record(self, count=1):
+        """``count`` uses composed by the accountant (``count=1`` for releases on
+        disjoint records: parallel composition, McSherry 2009, Thm 4)."""
+        return MechanismRecord(
+            self.name, "approx_dp", count=count, epsilon=self.epsilon, delta=self.delta
+        )
+
+
+class PerturbationNoise:
+    """Gaussian noise on a public grid that enters a computation instead of being
+    released (objective perturbation), with the ``(epsilon, delta)`` its theorem
+    gives.
+
+    The noise is :func:`grid_gaussian_noise` of scale ``sigma`` and step ``step``
+    (zeros at ``sigma = 0``, the testing mode). What the noise buys is a property
+    of the computation it enters, not of the noise alone: the caller calibrates
+    ``sigma`` and names the theorem that gives ``(epsilon, delta)``, and the record
+    carries exactly that pair, next to the draw.
+
+    Parameters
+    ----------
+    sigma : float
+        ``>= 0``.
+    step : float or None
+        Public power-of-two grid step (unused at ``sigma = 0``).
+    epsilon, delta : float
+        The cost of the computation the noise enters.
+    name : str
+        Ledger label.
+    """
+
+    def __init__(self, sigma, step, epsilon, delta, name="perturbation noise"):
+        if not (sigma >= 0 and math.isfinite(sigma)):
+            raise ValueError(f"sigma must be finite and >= 0, got {sigma!r}.")
+        self.sigma = float(sigma)
+        self.step = step
+        self.epsilon = epsilon
+        self.delta = delta
+        self.name = name
+
+    def draw(self, shape, rng):
+        """Noise of the given shape, multiples of ``step``."""
+        if self.sigma == 0:
+            return np.zeros(shape)
+        return grid_gaussian_noise(rng, self.sigma, self.step, shape)
+
+    def record(self):
+        return MechanismRecord(
+            self.name, "approx_dp", count=1, epsilon=self.epsilon, delta=self.delta
+        )
+
+
+__all__ += [
+    "AnalyticGaussianMechanism",
+    "ParallelGaussianMechanism",
+    "PerturbationNoise",
+]

@@ -21,8 +21,12 @@ journal/arXiv form, the same expression as the authors' reference code
 import math
 
 from ..utils._validation import check_real
+from ._accounting import calibrate_analytic_gaussian
+from ._mechanisms import GaussianMechanism
+from ._records import MechanismRecord
 
 __all__ = [
+    "ShuffledGaussianRandomizers",
     "shuffle_delta",
     "shuffle_epsilon",
     "shuffle_local_epsilon",
@@ -158,3 +162,85 @@ def shuffle_local_epsilon(epsilon, n, delta_s, cap=1.0, rtol=1e-12):
         else:
             hi = mid
     return lo, shuffle_epsilon(lo, n, delta_s)
+
+
+class ShuffledGaussianRandomizers:
+    """Gaussian local randomizers, one per record, run in a secret uniform order.
+
+    Each record's message is the grid :class:`GaussianMechanism` of l2-sensitivity
+    ``Delta`` calibrated to ``(eps0, delta0)``-DP (Balle & Wang 2018, Thm 8), with
+    ``delta_s = delta / 2``, ``delta0 = delta / (3 n (e^eps + 1))`` and ``eps0``
+    the largest local epsilon ``<= 1`` whose amplified epsilon is at most ``eps``
+    (:func:`shuffle_local_epsilon`). Amplification by shuffling (FMT21, Thms 3.1
+    and 3.8) makes the transcript ``(eps', shuffle_delta(eps', eps0, delta0, n,
+    delta_s))``-DP, ``eps' <= eps`` the achieved epsilon: that is the record.
+
+    Parameters
+    ----------
+    sensitivity : float
+        ``Delta``, the l2 distance between two records' noise-free messages.
+    epsilon, delta : float
+        The central budget (``epsilon = inf``: the testing mode, no noise).
+    n_samples : int
+        Public number of records (one message each).
+    name : str
+        Ledger label.
+
+    Attributes
+    ----------
+    epsilon0, delta0 : float
+        The local randomizers' guarantee (``epsilon0 = 0``: ``n`` too small for
+        any amplification, see :attr:`amplifies`).
+    sigma : float or None
+        Noise std per coordinate (None when nothing amplifies).
+    """
+
+    def __init__(
+        self, sensitivity, epsilon, delta, n_samples, name="shuffled gaussian"
+    ):
+        n = int(n_samples)
+        eps_t = 1.0 if math.isinf(epsilon) else epsilon
+        self.sensitivity = float(sensitivity)
+        self.n_samples = n
+        self.delta = delta
+        self.delta_s = delta / 2.0
+        self.delta0 = delta / (3.0 * n * (math.exp(eps_t) + 1.0))
+        if math.isinf(epsilon):
+            self.epsilon0, self.achieved = math.inf, math.inf
+        else:
+            self.epsilon0, self.achieved = shuffle_local_epsilon(
+                epsilon, n, self.delta_s
+            )
+        if not self.amplifies:
+            self.sigma = None
+        elif math.isinf(self.epsilon0):
+            self.sigma = 0.0
+        else:
+            self.sigma = calibrate_analytic_gaussian(
+                self.epsilon0, self.delta0, self.sensitivity
+            )
+        self.name = name
+
+    @property
+    def amplifies(self):
+        """Whether FMT21 covers any positive local epsilon at this ``n``."""
+        return self.epsilon0 > 0
+
+    def release(self, values, rng):
+        """Every row of ``values`` (one message per record) plus its own noise."""
+        if not self.amplifies:
+            raise ValueError(f"{self.name}: n is too small for any amplification.")
+        mechanism = GaussianMechanism(self.sensitivity, self.sigma, self.name)
+        return mechanism.release(values, rng)
+
+    def record(self):
+        """The ``approx_dp`` record of the shuffled transcript."""
+        eps = self.achieved
+        delta = (
+            shuffle_delta(eps, self.epsilon0, self.delta0, self.n_samples, self.delta_s)
+            if math.isfinite(eps)
+            else self.delta
+        )
+        return MechanismRecord(
+            self.name, "approx_dp", count=1, epsilon=float(eps), delta=float(delta)
+        )

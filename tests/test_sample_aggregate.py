@@ -36,9 +36,16 @@ from skdpsco._solvers._sample_aggregate import (
 from skdpsco.exceptions import PrivacyBudgetError
 from skdpsco.privacy import MechanismRecord, PrivacySpent
 from skdpsco.privacy._accounting import calibrate_analytic_gaussian
+from skdpsco.privacy._budget import AlgorithmBudget
 from skdpsco.privacy._mechanisms import GRID_SLACK, grid_step
 
 # -- independent reference code (full sorts, no chunking) ---------------------------
+
+
+def _sa(X, y, loss, *, epsilon, delta, **kwargs):
+    """:func:`sample_and_aggregate` with the algorithm's budget ``(epsilon, delta)``."""
+    budget = AlgorithmBudget(epsilon, delta, X.shape[0])
+    return sample_and_aggregate(X, y, loss, budget=budget, **kwargs)
 
 
 def _t0(m, s):
@@ -137,12 +144,10 @@ def test_too_few_samples_raise_privacy_budget_error_naming_the_minimum():
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(2000, 2)), rng.normal(size=2000)
     with pytest.raises(PrivacyBudgetError, match="n_samples=111000"):
-        sample_and_aggregate(
-            X, y, "squared", epsilon=1.0, delta=1e-5, radius=1.0, rng=rng
-        )
+        _sa(X, y, "squared", epsilon=1.0, delta=1e-5, radius=1.0, rng=rng)
     # With explicit n_subsets the minimum is n_subsets * subset_size_min.
     with pytest.raises(PrivacyBudgetError, match="n_samples=2400"):
-        sample_and_aggregate(
+        _sa(
             X, y, "squared", epsilon=12.0, delta=1e-5, radius=1.0,
             n_subsets=80, subset_size_min=30, rng=rng,
         )  # fmt: skip
@@ -153,23 +158,21 @@ def test_public_validation_errors():
     X, y = rng.normal(size=(500, 2)), rng.normal(size=500)
     kw = {"epsilon": 12.0, "delta": 1e-5, "rng": rng}
     with pytest.raises(ValueError, match="needs a public 'radius'"):
-        sample_and_aggregate(X, y, "squared", radius=None, **kw)
+        _sa(X, y, "squared", radius=None, **kw)
     for bad in (0.0, -1.0, np.inf, np.nan):
         with pytest.raises(ValueError, match="radius"):
-            sample_and_aggregate(X, y, "squared", radius=bad, **kw)
+            _sa(X, y, "squared", radius=bad, **kw)
     m_min = minimum_n_subsets(12.0, 1e-5, 3)
     with pytest.raises(ValueError, match=f"below the minimum {m_min}"):
-        sample_and_aggregate(X, y, "squared", radius=1.0, n_subsets=m_min - 1, **kw)
+        _sa(X, y, "squared", radius=1.0, n_subsets=m_min - 1, **kw)
     with pytest.raises(ValueError, match="refused") as info:
-        sample_and_aggregate(
-            X, y, "squared", radius=1.0, n_subsets=MAX_N_SUBSETS + 1, **kw
-        )
+        _sa(X, y, "squared", radius=1.0, n_subsets=MAX_N_SUBSETS + 1, **kw)
     assert not isinstance(info.value, PrivacyBudgetError)
     with pytest.raises(ValueError, match="delta"):
-        sample_and_aggregate(X, y, "squared", radius=1.0, epsilon=1.0, delta=0.0,
+        _sa(X, y, "squared", radius=1.0, epsilon=1.0, delta=0.0,
                              rng=rng)  # fmt: skip
     with pytest.raises(TypeError, match="Generator"):
-        sample_and_aggregate(X, y, "squared", radius=1.0, epsilon=1.0, delta=1e-5,
+        _sa(X, y, "squared", radius=1.0, epsilon=1.0, delta=1e-5,
                              rng=0)  # fmt: skip
 
 
@@ -271,7 +274,7 @@ def test_solver_sees_each_record_in_at_most_s_subsets():
         seen.append(X_sub[:, 0].astype(int))
         return np.zeros(1)
 
-    sample_and_aggregate(
+    _sa(
         X, np.zeros(n), recording_solver, epsilon=np.inf, delta=1e-5, radius=1.0,
         n_subsets=m, fit_intercept=False, rng=np.random.default_rng(3),
     )  # fmt: skip
@@ -459,7 +462,7 @@ def test_solutions_are_sanitised_before_distances(monkeypatch):
             return np.array([1e200, -1e200])
         return np.array([3.0, 4.0])
 
-    result = sample_and_aggregate(
+    result = _sa(
         X, np.zeros(n), wild_solver, epsilon=12.0, delta=1e-5, radius=R,
         n_subsets=m, rng=np.random.default_rng(7),
     )  # fmt: skip
@@ -476,7 +479,7 @@ def test_solutions_are_sanitised_before_distances(monkeypatch):
 def test_non_private_mode_projects_far_solutions():
     n = 2_000
     X = np.zeros((n, 1))
-    out = sample_and_aggregate(
+    out = _sa(
         X, np.zeros(n), lambda X_sub, y_sub: np.array([3e200, 4e200]),
         epsilon=np.inf, delta=1e-5, radius=2.0, n_subsets=100,
         rng=np.random.default_rng(0),
@@ -538,7 +541,7 @@ def test_non_private_limit_is_the_penalised_erm():
     n, lam = 400, 0.05
     X = rng.normal(size=(n, 3))
     y = X @ np.array([0.5, -0.3, 0.2]) + 0.3 + 0.1 * rng.normal(size=n)
-    out = sample_and_aggregate(
+    out = _sa(
         X, y, "squared", epsilon=np.inf, delta=1e-5, radius=10.0, l2_penalty=lam,
         n_subsets=1, subset_max_iter=500, rng=rng,
     )  # fmt: skip
@@ -546,7 +549,7 @@ def test_non_private_limit_is_the_penalised_erm():
     np.testing.assert_allclose(out.coef, np.r_[ref.coef_, ref.intercept_], atol=1e-8)
 
     labels = (y > 0.3).astype(float)
-    out = sample_and_aggregate(
+    out = _sa(
         X, labels, "logistic", epsilon=np.inf, delta=1e-5, radius=10.0,
         l2_penalty=lam, n_subsets=1, subset_max_iter=500, rng=rng,
     )  # fmt: skip
@@ -561,7 +564,7 @@ def test_multinomial_and_sparse_inputs():
     n = 3_000
     X = rng.normal(size=(n, 2))
     y = np.argmax(X @ rng.normal(size=(2, 3)) + rng.normal(size=(n, 3)), axis=1)
-    out = sample_and_aggregate(
+    out = _sa(
         X, y, "multinomial", epsilon=np.inf, delta=1e-5, radius=3.0, n_outputs=3,
         n_subsets=100, subset_size_min=20, l2_penalty=1e-2,
         rng=np.random.default_rng(0),
@@ -574,10 +577,8 @@ def test_multinomial_and_sparse_inputs():
     kw = dict(epsilon=12.0, delta=1e-5, radius=2.0, n_subsets=100,
               subset_size_min=20)  # fmt: skip
     y_reg = Xs @ np.array([1.0, -1.0])
-    dense = sample_and_aggregate(
-        Xs, y_reg, "squared", rng=np.random.default_rng(1), **kw
-    )
-    sparse = sample_and_aggregate(
+    dense = _sa(Xs, y_reg, "squared", rng=np.random.default_rng(1), **kw)
+    sparse = _sa(
         sp.csr_matrix(Xs), y_reg, "squared", rng=np.random.default_rng(1), **kw
     )
     np.testing.assert_allclose(dense.coef, sparse.coef, rtol=1e-12, atol=1e-14)
@@ -599,16 +600,16 @@ def test_smoke_fit_returns_finite_coef_inside_the_ball():
     X, y, w_true = _ridge_problem(100_000, 12)
     kw = dict(epsilon=12.0, delta=1e-6, radius=2.0, n_subsets=2_500,
               l2_penalty=1e-3)  # fmt: skip
-    out = sample_and_aggregate(X, y, "squared", rng=np.random.default_rng(0), **kw)
+    out = _sa(X, y, "squared", rng=np.random.default_rng(0), **kw)
     assert out.coef.shape == (3,)
     assert np.all(np.isfinite(out.coef))
     assert np.linalg.norm(out.coef) <= 2.0
-    same = sample_and_aggregate(X, y, "squared", rng=np.random.default_rng(0), **kw)
+    same = _sa(X, y, "squared", rng=np.random.default_rng(0), **kw)
     np.testing.assert_array_equal(out.coef, same.coef)
-    other = sample_and_aggregate(X, y, "squared", rng=np.random.default_rng(1), **kw)
+    other = _sa(X, y, "squared", rng=np.random.default_rng(1), **kw)
     assert not np.array_equal(out.coef, other.coef)
     # Without noise the centre of attention is a subset ERM close to w*.
-    exact = sample_and_aggregate(
+    exact = _sa(
         X, y, "squared", rng=np.random.default_rng(0), **{**kw, "epsilon": np.inf}
     )
     assert np.linalg.norm(exact.coef - w_true) < 0.3
@@ -617,7 +618,7 @@ def test_smoke_fit_returns_finite_coef_inside_the_ball():
 def test_result_holds_only_coef_n_iter_and_one_approx_dp_record():
     # S, S_hat, the z_i and i* are never returned.
     X, y, _ = _ridge_problem(20_000, 13)
-    out = sample_and_aggregate(
+    out = _sa(
         X, y, "squared", epsilon=12.0, delta=1e-6, radius=2.0, n_subsets=400,
         rng=np.random.default_rng(0),
     )  # fmt: skip
@@ -763,7 +764,7 @@ def test_large_epsilon_runs_and_spends_exactly_the_budget():
     # NRS07's Gaussian calibration is a small-epsilon result (it leaks beyond
     # about eps = 15); propose-test-release has no such limit.
     X, y, _ = _ridge_problem(20_000, 15)
-    out = sample_and_aggregate(
+    out = _sa(
         X, y, "squared", epsilon=50.0, delta=1e-5, radius=2.0, n_subsets=400,
         rng=np.random.default_rng(0),
     )  # fmt: skip

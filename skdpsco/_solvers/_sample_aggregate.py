@@ -134,8 +134,9 @@ from ..privacy._mechanisms import (
     GaussianMechanism,
     LaplaceMechanism,
     grid_step,
+    propose_test_release_record,
 )
-from ..privacy._records import MechanismRecord
+from ..utils._validation import check_int, check_real
 from ._result import SolverResult
 
 __all__ = [
@@ -171,19 +172,15 @@ _MIN_ACCEPT_PROBABILITY = 0.05
 
 
 def _check_epsilon_delta(epsilon, delta, *, allow_inf=True):
-    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
-        raise ValueError(f"epsilon must be a real number > 0, got {epsilon!r}.")
-    if not (epsilon > 0) or (math.isinf(epsilon) and not allow_inf):
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
-    if isinstance(delta, bool) or not isinstance(delta, Real) or not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
-    return float(epsilon), float(delta)
+    epsilon = check_real(
+        epsilon, "epsilon", low=0.0, low_open=True, allow_inf=allow_inf
+    )
+    delta = check_real(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True)
+    return epsilon, delta
 
 
 def _check_dim(dim):
-    if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 1:
-        raise ValueError(f"dim must be an integer >= 1, got {dim!r}.")
-    return int(dim)
+    return check_int(dim, "dim", low=1)
 
 
 def nrs_gaussian_parameters(epsilon, delta, dim):
@@ -244,6 +241,9 @@ class ReleaseParameters(NamedTuple):
     log_margin : float
         ``mu = (b (1 + 2^-10) + gamma_l) ln(1 / delta1) + gamma_l``, with
         ``gamma_l`` the grid step of ``bound_mechanism``.
+    sampler_delta : float
+        ``2 (1 + e^eps) d 2^-780``, at least the ``(1 + e^eps) tau`` of the grid
+        Gaussian's total variation.
     """
 
     beta: float
@@ -253,6 +253,7 @@ class ReleaseParameters(NamedTuple):
     delta_value: float
     bound_mechanism: LaplaceMechanism
     log_margin: float
+    sampler_delta: float
 
 
 def release_parameters(epsilon, delta, dim):
@@ -313,7 +314,7 @@ def release_parameters(epsilon, delta, dim):
     # The grid step LaplaceMechanism.release uses for one value.
     step = grid_step(min(sensitivity, scale), 1, norm="l1")
     margin = (scale * (1.0 + GRID_SLACK) + step) * math.log(1.0 / delta1) + step
-    return ReleaseParameters(beta, eps1, delta1, eps2, delta2, bound, margin)
+    return ReleaseParameters(beta, eps1, delta1, eps2, delta2, bound, margin, tv_slack)
 
 
 def minimum_n_subsets(epsilon, delta, dim):
@@ -820,17 +821,96 @@ def nrs_release(Z, s_nrs, epsilon, delta, radius, rng):
     guarantee is ``(epsilon, delta)``-DP under that relation whatever ``len(Z)``
     (the subset count only matters for accuracy). ``epsilon = inf`` releases ``g``.
     """
-    m_sub, dim = Z.shape
-    t0 = _first_rank(m_sub, s_nrs)
+    dim = Z.shape[1]
+    params = None if math.isinf(epsilon) else release_parameters(epsilon, delta, dim)
+    return _release_solutions(Z, s_nrs, params, radius, rng)
+
+
+def _release_solutions(Z, s_nrs, params, radius, rng):
+    """:func:`nrs_release` with its public parameters (``None``: the testing
+    mode, ``g`` itself)."""
+    t0 = _first_rank(Z.shape[0], s_nrs)
     Z = project_rows_l2_ball(Z, radius)  # non-finite -> 0, then into W
-    if math.isinf(epsilon):
+    if params is None:
         noisy = centre_of_attention(Z, t0)
     else:
-        params = release_parameters(epsilon, delta, dim)
         g, S = _aggregate(Z, s_nrs, params.beta, 2.0 * radius)
         noisy = _release_centre(g, S, params, 2.0 * radius, rng)[0]
         del g, S
     return project_rows_l2_ball(noisy[None, :], radius)[0]
+
+
+def _release_record(epsilon, delta, params):
+    """The release's one ``approx_dp`` record, from the stages of ``params``
+    (module docstring, item 4f)."""
+    stages = {}
+    if params is not None:
+        stages = dict(
+            bound=(params.epsilon_bound, params.delta_bound),
+            value=(params.epsilon_value, params.delta_value),
+            sampler_delta=params.sampler_delta,
+        )
+    return propose_test_release_record(
+        "sample-and-aggregate (smooth sensitivity, propose-test-release)",
+        epsilon,
+        delta,
+        **stages,
+    )
+
+
+def _check_arguments(radius, l2_penalty, n_outputs, subset_max_iter, rng):
+    """The public scalars of :func:`sample_and_aggregate`, checked."""
+    if radius is None:
+        raise ValueError(
+            "sample-and-aggregate needs a public 'radius': the smooth bound uses the "
+            "diameter 2 * radius of the parameter ball, which must be finite."
+        )
+    radius = check_real(radius, "radius", low=0.0, low_open=True)
+    l2_penalty = check_real(l2_penalty, "l2_penalty", low=0.0)
+    n_outputs = check_int(n_outputs, "n_outputs", low=1)
+    subset_max_iter = check_int(subset_max_iter, "subset_max_iter", low=1)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"rng must be a numpy.random.Generator, got {type(rng).__name__}."
+        )
+    return radius, l2_penalty, n_outputs, subset_max_iter
+
+
+def _subset_count(epsilon, delta, dim, n_subsets, n_samples, subset_size_min):
+    """``(m_sub, k)``: the number of subsets and their size, from public values
+    only; refuses a budget or a sample too small for the method."""
+    m_min = minimum_n_subsets(epsilon, delta, dim)
+    if n_subsets is None:
+        m_sub = m_min
+    else:
+        m_sub = check_int(n_subsets, "n_subsets")
+        if m_sub < m_min:
+            raise ValueError(
+                f"n_subsets={m_sub} is below the minimum {m_min} for epsilon="
+                f"{epsilon:g}, delta={delta:g}, d={dim} (Wang et al. 2020, Alg. 1: "
+                "ceil(s/beta) <= m and eps > 2d/sqrt(m))."
+            )
+    if m_sub > MAX_N_SUBSETS:
+        # The minimum itself beyond the cap is a budget too small for the method;
+        # an explicit n_subsets beyond it is a bad parameter.
+        raise (PrivacyBudgetError if n_subsets is None else ValueError)(
+            f"Sample-and-aggregate needs m_sub={m_sub} subsets at epsilon={epsilon:g}, "
+            f"delta={delta:g}, d={dim}; more than {MAX_N_SUBSETS} is refused (the "
+            "aggregation costs O(m_sub^2 d)). Use a larger epsilon, fewer parameters "
+            "or another algorithm."
+        )
+    if subset_size_min is None:
+        subset_size_min = _default_subset_size_min(dim)
+    n_min = minimum_samples(
+        epsilon, delta, dim, subset_size_min=subset_size_min, n_subsets=m_sub
+    )
+    if n_samples < n_min:
+        raise PrivacyBudgetError(
+            f"Sample-and-aggregate needs at least n_samples={n_min} at epsilon="
+            f"{epsilon:g}, delta={delta:g}, d={dim} ({m_sub} subsets of at least "
+            f"{subset_size_min} rows); got n_samples={n_samples}."
+        )
+    return m_sub, n_samples // m_sub
 
 
 def sample_and_aggregate(
@@ -838,8 +918,7 @@ def sample_and_aggregate(
     y,
     loss,
     *,
-    epsilon,
-    delta,
+    budget,
     radius,
     n_subsets=None,
     fit_intercept=True,
@@ -867,13 +946,12 @@ def sample_and_aggregate(
         it must be deterministic and keep no state between calls (no warm starts).
         An ``ArithmeticError``/``ValueError`` it raises gives that subset the
         solution 0.
-    epsilon : float
-        Target epsilon, ``> 0``; ``inf`` is the non-private testing mode (no noise).
-        Any finite value is private (see :func:`release_parameters`; only an
-        epsilon near 500, where ``e^epsilon`` outgrows the samplers' total
-        variation allowance, is refused).
-    delta : float
-        Target delta in ``(0, 1)``.
+    budget : AlgorithmBudget
+        Its ``(epsilon, delta)``: epsilon ``> 0``, ``inf`` in the non-private
+        testing mode (no noise). Any finite value is private (see
+        :func:`release_parameters`; only an epsilon near 500, where
+        ``e^epsilon`` outgrows the samplers' total variation allowance, is
+        refused). Delta in ``(0, 1)``.
     radius : float
         Public radius ``R`` of the l2 ball ``W``: mandatory (``Lambda = 2 R`` must
         be finite). Every subset solution and the release are projected onto it.
@@ -920,77 +998,21 @@ def sample_and_aggregate(
     .. [3] Dwork & Lei (2009), STOC; Dwork & Roth (2014), Ch. 7
        (propose-test-release).
     """
-    epsilon, delta = _check_epsilon_delta(epsilon, delta)
-    if radius is None:
-        raise ValueError(
-            "sample-and-aggregate needs a public 'radius': the smooth bound uses the "
-            "diameter 2 * radius of the parameter ball, which must be finite."
-        )
-    if not (
-        isinstance(radius, Real)
-        and not isinstance(radius, bool)
-        and radius > 0
-        and math.isfinite(radius)
-    ):
-        raise ValueError(f"radius must be a finite real > 0, got {radius!r}.")
-    radius = float(radius)
-    if not (
-        isinstance(l2_penalty, Real) and l2_penalty >= 0 and math.isfinite(l2_penalty)
-    ):
-        raise ValueError(f"l2_penalty must be a finite real >= 0, got {l2_penalty!r}.")
-    for name, value in (("n_outputs", n_outputs), ("subset_max_iter", subset_max_iter)):
-        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            f"rng must be a numpy.random.Generator, got {type(rng).__name__}."
-        )
+    epsilon, delta = _check_epsilon_delta(budget.epsilon, budget.delta)
+    radius, l2_penalty, n_outputs, subset_max_iter = _check_arguments(
+        radius, l2_penalty, n_outputs, subset_max_iter, rng
+    )
     kind, solver = _resolve_solver(loss)
-    if kind == "loss" and int(n_outputs) != solver.n_outputs(int(n_outputs)):
+    if kind == "loss" and n_outputs != solver.n_outputs(n_outputs):
         raise ValueError(f"loss {solver.name!r} does not give {n_outputs} outputs.")
 
     n_samples, n_features = X.shape
     p = n_features + int(bool(fit_intercept))
-    dim = p * int(n_outputs)  # d of Algorithm 1: every released parameter
-
-    if not math.isinf(epsilon):
-        release_parameters(epsilon, delta, dim)  # refuses an epsilon past ~500
-    m_min = minimum_n_subsets(epsilon, delta, dim)
-    if n_subsets is None:
-        m_sub = m_min
-    else:
-        if isinstance(n_subsets, bool) or not isinstance(n_subsets, Integral):
-            raise ValueError(f"n_subsets must be an integer, got {n_subsets!r}.")
-        m_sub = int(n_subsets)
-        if m_sub < m_min:
-            raise ValueError(
-                f"n_subsets={m_sub} is below the minimum {m_min} for epsilon="
-                f"{epsilon:g}, delta={delta:g}, d={dim} (Wang et al. 2020, Alg. 1: "
-                "ceil(s/beta) <= m and eps > 2d/sqrt(m))."
-            )
-    if m_sub > MAX_N_SUBSETS:
-        # The minimum itself beyond the cap is a budget too small for the method;
-        # an explicit n_subsets beyond it is a bad parameter.
-        raise (PrivacyBudgetError if n_subsets is None else ValueError)(
-            f"Sample-and-aggregate needs m_sub={m_sub} subsets at epsilon={epsilon:g}, "
-            f"delta={delta:g}, d={dim}; more than {MAX_N_SUBSETS} is refused (the "
-            "aggregation costs O(m_sub^2 d)). Use a larger epsilon, fewer parameters "
-            "or another algorithm."
-        )
-    if subset_size_min is None:
-        subset_size_min = _default_subset_size_min(dim)
-    n_min = minimum_samples(
-        epsilon, delta, dim, subset_size_min=subset_size_min, n_subsets=m_sub
-    )
-    if n_samples < n_min:
-        raise PrivacyBudgetError(
-            f"Sample-and-aggregate needs at least n_samples={n_min} at epsilon="
-            f"{epsilon:g}, delta={delta:g}, d={dim} ({m_sub} subsets of at least "
-            f"{subset_size_min} rows); got n_samples={n_samples}."
-        )
-
+    dim = p * n_outputs  # d of Algorithm 1: every released parameter
+    # Refuses an epsilon past ~500 before anything else.
+    params = None if math.isinf(epsilon) else release_parameters(epsilon, delta, dim)
+    m_sub, k = _subset_count(epsilon, delta, dim, n_subsets, n_samples, subset_size_min)
     s_nrs = math.isqrt(m_sub)
-    k = n_samples // m_sub
     t0 = _first_rank(m_sub, s_nrs)
     assert 2 * t0 - s_nrs > m_sub  # the overlap the privacy proof needs
 
@@ -1005,20 +1027,15 @@ def sample_and_aggregate(
         kind,
         solver,
         fit_intercept=bool(fit_intercept),
-        n_outputs=int(n_outputs),
-        l2_penalty=float(l2_penalty),
+        n_outputs=n_outputs,
+        l2_penalty=l2_penalty,
         radius=radius,
-        n_iter=int(subset_max_iter),
+        n_iter=subset_max_iter,
     )
     del subsets
-    coef = nrs_release(Z, s_nrs, epsilon, delta, radius, rng)
+    coef = _release_solutions(Z, s_nrs, params, radius, rng)
     del Z
-    if int(n_outputs) > 1:
-        coef = coef.reshape(p, int(n_outputs))
-    record = MechanismRecord(
-        name="sample-and-aggregate (smooth sensitivity, propose-test-release)",
-        kind="approx_dp",
-        epsilon=epsilon,
-        delta=delta,
-    )
+    if n_outputs > 1:
+        coef = coef.reshape(p, n_outputs)
+    record = _release_record(epsilon, delta, params)
     return SolverResult(coef=coef, n_iter=1, records=[record])

@@ -17,6 +17,7 @@ ratio of sensitivity to noise, hence every privacy statement, is the one recorde
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -947,3 +948,49 @@ __all__ += [
     "ParallelGaussianMechanism",
     "PerturbationNoise",
 ]
+
+
+def propose_test_release_record(
+    name, epsilon, delta, *, bound=None, value=None, sampler_delta=0.0
+):
+    """The one ``approx_dp`` record of a propose-test-release.
+
+    A pure ``eps1``-DP release of a bound on the local sensitivity that fails to
+    cover it with probability at most ``delta1`` (``bound = (eps1, delta1)``),
+    then an ``(eps2, delta2)``-DP release of the value calibrated to that bound
+    (``value = (eps2, delta2)``), whose samplers are within total variation
+    ``sampler_delta / (1 + e^eps)`` of their ideal law: by cases on the bound
+    (Dwork & Lei 2009; Dwork & Roth 2014, Ch. 7) the whole is
+    ``(eps1 + eps2, delta1 + delta2 + sampler_delta)``-DP. The record states the
+    target ``(epsilon, delta)`` after checking, in exact arithmetic, that the
+    parts fit in it. At ``epsilon = inf`` (the testing mode, nothing drawn) there
+    are no parts.
+
+    Parameters
+    ----------
+    name : str
+    epsilon, delta : float
+        The target the parts were split from.
+    bound, value : tuple of float, optional
+        ``(epsilon, delta)`` of the two stages (required for a finite epsilon).
+    sampler_delta : float
+        ``(1 + e^eps)`` times the samplers' total variation.
+
+    Returns
+    -------
+    MechanismRecord
+    """
+    if math.isinf(epsilon):
+        return MechanismRecord(name, "approx_dp", epsilon=epsilon, delta=delta)
+    eps_parts = Fraction(bound[0]) + Fraction(value[0])
+    delta_parts = Fraction(bound[1]) + Fraction(value[1]) + Fraction(sampler_delta)
+    if eps_parts > Fraction(epsilon) or delta_parts > Fraction(delta):
+        raise RuntimeError(
+            f"{name}: the stages spend ({float(eps_parts)!r}, {float(delta_parts)!r}), "
+            f"more than the ({epsilon!r}, {delta!r}) recorded. This is a bug; "
+            "please report it."
+        )
+    return MechanismRecord(name, "approx_dp", count=1, epsilon=epsilon, delta=delta)
+
+
+__all__ += ["propose_test_release_record"]

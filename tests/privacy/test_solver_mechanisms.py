@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from skdpsco._solvers._sample_aggregate import release_parameters
 from skdpsco.privacy._accounting import calibrate_analytic_gaussian
 from skdpsco.privacy._ledger import PrivacySpent
 from skdpsco.privacy._mechanisms import (
@@ -16,6 +17,7 @@ from skdpsco.privacy._mechanisms import (
     ParallelGaussianMechanism,
     PerturbationNoise,
     grid_gaussian_sigma,
+    propose_test_release_record,
 )
 from skdpsco.privacy._shuffling import (
     ShuffledGaussianRandomizers,
@@ -127,3 +129,30 @@ def test_shuffled_randomizers_without_amplification_release_nothing():
     testing = ShuffledGaussianRandomizers(1.0, math.inf, 1e-5, 10_000)
     assert testing.sigma == 0.0
     assert (testing.record().epsilon, testing.record().delta) == (math.inf, 1e-5)
+
+
+def test_propose_test_release_record_states_the_target_its_stages_fit_in():
+    p = release_parameters(2.0, 1e-5, 4)
+    stages = dict(
+        bound=(p.epsilon_bound, p.delta_bound),
+        value=(p.epsilon_value, p.delta_value),
+        sampler_delta=p.sampler_delta,
+    )
+    record = propose_test_release_record("ptr", 2.0, 1e-5, **stages)
+    assert (record.kind, record.count, record.epsilon, record.delta) == (
+        "approx_dp",
+        1,
+        2.0,
+        1e-5,
+    )
+    assert p.bound_mechanism.epsilon == pytest.approx(p.epsilon_bound, rel=1e-15)
+    # Stages that spend more than the target (by one ulp) are a bug, not a record.
+    with pytest.raises(RuntimeError, match="more than"):
+        propose_test_release_record(
+            "ptr", math.nextafter(p.epsilon_bound + p.epsilon_value, 0), 1e-5, **stages
+        )
+    over = dict(stages, sampler_delta=p.sampler_delta + 1e-12)
+    with pytest.raises(RuntimeError, match="more than"):
+        propose_test_release_record("ptr", 2.0, 1e-5, **over)
+    testing = propose_test_release_record("ptr", math.inf, 1e-5)
+    assert (testing.epsilon, testing.delta) == (math.inf, 1e-5)

@@ -217,7 +217,8 @@ def utility_table(X, y, X_te, y_te, epsilons, quick):
                 cells.append(f"refused: {str(exc)[:40]}")
                 continue
             if algorithm == "output_perturbation" and sparsity == N_FIELDS:
-                alphas[eps] = est.alpha_
+                # alpha_ is Ridge's alpha; the baseline takes the mean-scaled lambda.
+                alphas[eps] = est.alpha_ / X.shape[0]
             cells.append(f"{_mse(est.predict(X_te), y_te):.4f}")
         print(f"| {label} | {kind} | " + " | ".join(cells) + " |")
     cells = []

@@ -460,7 +460,7 @@ def test_poisson_sgd_calibrates_at_large_and_refuses_tiny_epsilon_clearly(algori
         (skdpsco.HeavyTailedDPRidge, "clip_norm"),
         (skdpsco.HeavyTailedDPLogistic, "gradient_scale"),
         (skdpsco.GaussianWidthDPClassifier, "truncation"),
-        (skdpsco.GaussianWidthDPRegressor, "feature_norm_bound"),
+        (skdpsco.GaussianWidthDPRegressor, "row_norm_bound"),
         (skdpsco.SparseGradientDPRegressor, "row_norm_bound"),
         (skdpsco.SparseGradientDPClassifier, "row_norm_bound"),
     ],

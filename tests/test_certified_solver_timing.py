@@ -4,7 +4,7 @@ iterations.
 Ghazi et al., Algorithm 6 releases ``w_hat + noise`` where ``w_hat`` must be within a
 certified ``tol_w`` of the regularised minimiser. A solver that stops as soon as the
 certificate holds takes a data-dependent number of iterations, which the fit time
-reveals (found in review: 5 against 110 iterations, 7.5 ms against 61 ms, on two
+reveals (measured: 5 against 110 iterations, 7.5 ms against 61 ms, on two
 neighbouring datasets). These tests count the gradient evaluations on neighbours
 built to be easy and hard for such a solver, check the released ``n_iter_``, and
 check that the fixed-count solve is still certified and at least as accurate.
@@ -66,7 +66,10 @@ def _neighbours():
 
 
 def _estimator(loss, **kw):
-    params = dict(scaling="none", alpha=ALPHA, tol=TOL, random_state=0, loss=loss)
+    # ALPHA is the mean-scaled lambda; the estimator takes Ridge's alpha = lambda n.
+    params = dict(
+        scaling="none", alpha=ALPHA * N_SAMPLES, tol=TOL, random_state=0, loss=loss
+    )
     if loss == "squared_error":
         params.update(target_bound=1.0, coef_norm_bound=1.0)
     params.update(kw)
@@ -76,7 +79,7 @@ def _estimator(loss, **kw):
 def _public_constants(loss):
     """``(L, H, tol_w)`` from public inputs only (the parameters, ``n``)."""
     C = ROW_BOUND
-    # Huber: L = huber_delta * C; squared loss on the ball ||w~|| <= D:
+    # Huber: L = huber_threshold * C; squared loss on the ball ||w~|| <= D:
     # |z - y| <= D C + target_bound, so L = (D C + target_bound) C.
     L = 1.0 * C if loss == "huber" else (1.0 * C + 1.0) * C
     H = C * C
@@ -431,7 +434,7 @@ def test_objective_perturbation_estimator_releases_the_count_it_runs(
     est = GaussianWidthDPRegressor(
         algorithm="objective_perturbation",
         constraint="l2",
-        loss="squared",
+        loss="squared_error",
         scaling="none",
         fit_intercept=False,  # the design of _objp_public_count
         epsilon=400.0,

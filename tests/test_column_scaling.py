@@ -524,7 +524,7 @@ def test_underpowered_scaling_warns_from_public_numbers_only():
         HeavyTailedDPRidge(random_state=0).fit(*_data(HeavyTailedDPRidge, n=3000))
 
 
-# ------------------------------------------- extreme records (found in review)
+# ------------------------------------------------------------ extreme records
 
 
 @pytest.mark.parametrize("name", [Est.__name__ for Est in public_estimators()])
@@ -619,7 +619,7 @@ def test_sparse_gradient_rows_are_scaled_to_reach_the_row_bound():
     np.testing.assert_allclose(norms, math.sqrt(2.0))
 
 
-# ------------------------------------------- second review (found in review)
+# ------------------------------------------------- more adversarial records
 
 
 @pytest.mark.parametrize(

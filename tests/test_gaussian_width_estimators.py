@@ -63,12 +63,13 @@ def _projected_gradient(grad, project, x0, step, n_iter=20000, tol=1e-13):
 @pytest.mark.parametrize("constraint", ["l1", "l2", "simplex", "k_sparse"])
 @pytest.mark.parametrize("fit_intercept", [False, True])
 def test_objective_perturbation_limit_regression(constraint, fit_intercept):
-    # epsilon = inf, alpha > 0 (Algorithm 2, ridge form): c_tot = alpha / 2 and no
-    # noise, so the release is argmin_{C x [-B, B]} L^ + (alpha/2)||theta||^2 on the
+    # epsilon = inf, alpha > 0 (Algorithm 2, ridge form): c_tot = lambda / 2 and no
+    # noise, so the release is argmin_{C x [-B, B]} L^ + (lambda/2)||theta||^2 on the
     # clipped data, certified to ~1e-10.
     X, y = _regression(scale=3.0)
     y = 2.0 * y
-    params = dict(constraint=constraint, radius=0.8, alpha=0.05)
+    # Ridge's alpha: the mean-scaled lambda = alpha / n is 0.05.
+    params = dict(constraint=constraint, radius=0.8, alpha=0.05 * X.shape[0])
     params.update({"k": 2} if constraint == "k_sparse" else {})
     est = noiseless_fit(
         GaussianWidthDPRegressor,
@@ -119,7 +120,7 @@ def test_objective_perturbation_limit_binary_logistic_matches_scipy():
         constraint="l2",
         radius=1.5,
         C=0.02,
-        feature_norm_bound=2.0,
+        row_norm_bound=2.0,
     )
     n = X.shape[0]
     Xc = _clip_rows(X, 2.0)
@@ -289,7 +290,7 @@ def test_shuffled_reports_the_achieved_epsilon():
 
 
 def test_rows_and_targets_are_clipped_to_public_bounds():
-    # A row beyond feature_norm_bound and a target beyond target_bound: scaling them
+    # A row beyond row_norm_bound and a target beyond target_bound: scaling them
     # by 1e6 changes nothing once clipped (same seed, same noise).
     X, y = _regression(n=100)
     X[0] *= 50.0
@@ -390,8 +391,8 @@ def test_sparse_input_gives_the_dense_result():
         (dict(k=2), "k_sparse"),
         (dict(algorithm="objective_perturbation", p=1.5), "Euclidean"),
         (dict(algorithm="objective_perturbation", loss="huber"), "twice"),
-        (dict(algorithm="mirror_descent", loss="squared"), "Lipschitz"),
-        (dict(algorithm="phased_sgd", loss="squared"), "Lipschitz"),
+        (dict(algorithm="mirror_descent", loss="squared_error"), "Lipschitz"),
+        (dict(algorithm="phased_sgd", loss="squared_error"), "Lipschitz"),
         (dict(algorithm="mirror_descent", p=3.0), "1 < p <= 2"),
         (dict(algorithm="phased_sgd", p=1.5), "p >= 2"),
         (dict(algorithm="shuffled_mirror_descent", fit_intercept=True), "intercept"),
@@ -405,7 +406,7 @@ def test_sparse_input_gives_the_dense_result():
         ),
         (dict(algorithm="mirror_descent", alpha=0.1), "ridge"),
         (dict(algorithm="mirror_descent", epsilon=2.0), "epsilon <= 1"),
-        (dict(feature_norm_bound=0.0), "feature_norm_bound"),
+        (dict(row_norm_bound=0.0), "row_norm_bound"),
         (dict(target_bound=np.nan), "target_bound"),
         (dict(max_iter=0), "max_iter"),
         (dict(tol=-1.0), "tol"),
@@ -468,7 +469,7 @@ def test_auto_resolves_from_public_parameters_only():
     # Phased SGD at any epsilon (its noise is calibrated exactly).
     same(dict(epsilon=2.0), "phased_sgd")
     same(dict(alpha=0.1), "objective_perturbation")
-    same(dict(loss="squared"), "objective_perturbation")
+    same(dict(loss="squared_error"), "objective_perturbation")
     same({}, "phased_sgd", GaussianWidthDPClassifier, yb)
     same(dict(epsilon=3.0), "phased_sgd", GaussianWidthDPClassifier, yb)
     y3 = np.digitize(y, [-0.3, 0.3])
@@ -595,7 +596,7 @@ def test_multiclass_objective_perturbation_limit_matches_scipy():
         constraint="l2",
         radius=1.2,
         C=0.02,
-        feature_norm_bound=2.0,
+        row_norm_bound=2.0,
     )
     Xc = _clip_rows(X, 2.0)
     Y = np.eye(K)[y]
@@ -642,7 +643,7 @@ def test_objective_perturbation_error_falls_as_epsilon_grows():
                 scaling="none",
                 algorithm="objective_perturbation",
                 epsilon=eps,
-                alpha=1e-4,
+                alpha=1e-4 * n,  # lambda = 1e-4
                 radius=10.0,
                 random_state=0,
             ).fit(X, y)

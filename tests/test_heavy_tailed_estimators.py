@@ -425,9 +425,11 @@ def test_verbose_prints_budget_never_losses(capsys):
         scaling="none", algorithm="clipped_gd", verbose=1, max_iter=10, random_state=0
     ).fit(X, y)
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 10
-    spent, total = out[-1].split("budget spent ")[1].split(" of ")
-    assert spent == total and out[-1].startswith("[ClippedMeanOracle] iteration 10/10")
+    # One line per iteration, then the release line every estimator prints.
+    assert len(out) == 11
+    spent, total = out[-2].split("budget spent ")[1].split(" of ")
+    assert spent == total and out[-2].startswith("[ClippedMeanOracle] iteration 10/10")
+    assert out[-1].startswith("[HeavyTailedDPRidge] algorithm='clipped_gd': released")
     assert all("loss" not in line.lower() for line in out)
 
 

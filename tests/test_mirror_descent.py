@@ -96,7 +96,7 @@ def test_alg3_noise_scale_and_ledger(monkeypatch):
         get_loss("logistic"),
         p=1.5,
         budget=AlgorithmBudget(0.5, 1e-5, len(y)),
-        feature_norm_bound=1.0,
+        row_norm_bound=1.0,
         rng=np.random.default_rng(0),
     )
     T = res.n_iter
@@ -130,7 +130,7 @@ def test_alg3_non_private_limit():
         loss,
         p=1.5,
         budget=AlgorithmBudget(math.inf, 1e-5, len(y)),
-        feature_norm_bound=10.0,
+        row_norm_bound=10.0,
         n_iter=3000,
         alpha_reg=alpha,
         rng=np.random.default_rng(0),
@@ -153,7 +153,7 @@ def test_alg3_refuses_squared_and_large_epsilon():
             get_loss("squared"),
             p=1.5,
             budget=AlgorithmBudget(1.0, 1e-5, len(y)),
-            feature_norm_bound=1.0,
+            row_norm_bound=1.0,
             rng=np.random.default_rng(0),
         )
     with pytest.raises(ValueError, match="epsilon <= 1"):
@@ -163,7 +163,7 @@ def test_alg3_refuses_squared_and_large_epsilon():
             get_loss("logistic"),
             p=1.5,
             budget=AlgorithmBudget(2.0, 1e-5, len(y)),
-            feature_norm_bound=1.0,
+            row_norm_bound=1.0,
             rng=np.random.default_rng(0),
         )
 
@@ -197,7 +197,7 @@ def test_phased_sgd_noise_and_record(monkeypatch):
         y,
         get_loss("logistic"),
         budget=AlgorithmBudget(0.5, 1e-5, len(y)),
-        feature_norm_bound=1.0,
+        row_norm_bound=1.0,
         rng=np.random.default_rng(0),
     )
     L, beta = 1.0, 0.25
@@ -413,7 +413,7 @@ def test_alg3_sensitivity_with_intercept_and_classes(monkeypatch, multiclass):
         loss,
         p=1.5,
         budget=AlgorithmBudget(0.8, 1e-6, len(y)),
-        feature_norm_bound=2.0,
+        row_norm_bound=2.0,
         n_classes=K if multiclass else 2,
         rng=np.random.default_rng(1),
     )
@@ -497,7 +497,7 @@ def test_phased_releases_stay_far_inside_the_grid(monkeypatch):
         y,
         get_loss("huber"),
         budget=AlgorithmBudget(50.0, 1e-6, len(y)),
-        feature_norm_bound=5.0,
+        row_norm_bound=5.0,
         norm_bound=5.0,
         rng=np.random.default_rng(1),
     )

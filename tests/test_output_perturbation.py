@@ -129,7 +129,7 @@ def _huber_problem(n=200, d=30, seed=0):
 def test_early_stopped_solver_refuses_to_release():
     X, y = _huber_problem()
     est = SparseGradientDPRegressor(
-        scaling="none", max_iter=1, alpha=0.01, tol=1e-6, random_state=0
+        scaling="none", max_iter=1, alpha=0.01 * len(y), tol=1e-6, random_state=0
     )
     with pytest.raises(CertificationError, match="nothing is released"):
         est.fit(X, y)
@@ -223,7 +223,7 @@ def test_sensitivity_bound_holds_under_adversarial_neighbours(task, kind):
     lam = 0.05
     if task in ("huber", "squared_error"):
         y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=n)
-        params = dict(alpha=lam, loss=task, target_bound=2.0, coef_norm_bound=3.0)
+        params = dict(alpha=lam * n, loss=task, target_bound=2.0, coef_norm_bound=3.0)
         est = SparseGradientDPRegressor(scaling="none", tol=1e-3, **params)
         classification = False
     else:
@@ -236,7 +236,7 @@ def test_sensitivity_bound_holds_under_adversarial_neighbours(task, kind):
     Xp, yp = _neighbours(kind, X, y, classification)
     w = _non_private_coef(est, X, y)
     wp = _non_private_coef(est, Xp, yp)
-    assert est.alpha_ == pytest.approx(lam)
+    assert est.alpha_ == pytest.approx(lam * n)  # Ridge's units
     C = math.hypot(1.0 * (1 + 1e-12), A)
     if task == "huber":
         L = 1.0 * C
@@ -273,7 +273,9 @@ def test_gaussian_noise_std_within_chi_square_band():
     rng = np.random.default_rng(2)
     X = sp.random(300, 3000, density=0.003, format="csr", random_state=3)
     y = np.asarray(X @ rng.normal(size=3000)).ravel()
-    est = SparseGradientDPRegressor(scaling="none", alpha=0.2, sparsity=12, delta=1e-6)
+    est = SparseGradientDPRegressor(
+        scaling="none", alpha=0.2 * 300, sparsity=12, delta=1e-6
+    )
     noise, sigma = _release_minus_solution(est, X, y, seeds=[0, 1])
     k = noise.size
     stat = np.sum(noise**2) / sigma**2
@@ -351,8 +353,10 @@ def test_constrained_release_lies_in_the_ball():
 
 def test_no_unnoised_solution_in_the_fitted_state():
     X, y = _huber_problem()
-    w = _non_private_coef(SparseGradientDPRegressor(scaling="none", alpha=0.1), X, y)
-    est = SparseGradientDPRegressor(scaling="none", alpha=0.1, random_state=0).fit(X, y)
+    alpha = 0.1 * len(y)  # lambda = 0.1
+    w = _non_private_coef(SparseGradientDPRegressor(scaling="none", alpha=alpha), X, y)
+    est = SparseGradientDPRegressor(scaling="none", alpha=alpha, random_state=0)
+    est.fit(X, y)
     for name, value in vars(est).items():
         arr = np.asarray(value, dtype=object)
         if arr.dtype == object or arr.size < 2:
@@ -371,7 +375,7 @@ def test_tiny_tol_is_floored_so_the_certificate_never_depends_on_the_data():
     # Neighbours differing in one target: without the public floor on tol_w, the
     # rounding margin of the certificate (which grows with ||w*||) exceeded
     # tol * 2L / (lambda n) on one side only, so one fit released and the other
-    # raised CertificationError, whatever the seed (found in review).
+    # raised CertificationError, whatever the seed.
     from skdpsco import SparseGradientDPRegressor
     from skdpsco._solvers._output_perturbation import certificate_floor
 
@@ -384,7 +388,7 @@ def test_tiny_tol_is_floored_so_the_certificate_never_depends_on_the_data():
     y_b = np.where(np.arange(n) < 73, full, 0.0)
     for y in (y_a, y_b):
         est = SparseGradientDPRegressor(
-            scaling="none", alpha=1e-2, tol=1e-12, random_state=0
+            scaling="none", alpha=1e-2 * n, tol=1e-12, random_state=0
         )
         est.fit(X, y)
         assert np.all(np.isfinite(est.coef_))

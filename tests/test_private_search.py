@@ -481,7 +481,7 @@ def test_list_and_dataframe_inputs(clf_data):
 def test_released_model_carries_no_run_seed_and_k_is_not_stored(clf_data):
     # The seed of the winning run would let anyone regenerate its noise: the
     # released estimator carries the user's random_state (here None), and the
-    # number of runs K is not an attribute of the fitted search (found in review).
+    # number of runs K is not an attribute of the fitted search.
     X, y = clf_data
     pipe = Pipeline(
         [
@@ -516,7 +516,7 @@ def test_runs_emit_no_warnings_and_grid_objects_are_cloned(clf_data, monkeypatch
     # Each run's warnings would count the hidden runs K (and describe losing runs);
     # estimator objects of the grid must be cloned per run, or a losing run's
     # fitted step (with its run seed) stays in the user's param_grid and the
-    # released model may mix runs (both found in review).
+    # released model may mix runs.
     import warnings
 
     X, y = clf_data

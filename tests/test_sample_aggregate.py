@@ -623,8 +623,9 @@ def test_result_holds_only_coef_n_iter_and_one_approx_dp_record():
         rng=np.random.default_rng(0),
     )  # fmt: skip
     assert type(out) is SolverResult
-    assert {f.name for f in dataclasses.fields(out)} == {"coef", "n_iter", "records"}
-    assert set(vars(out)) == {"coef", "n_iter", "records"}
+    fields = {"coef", "n_iter", "records", "attributes"}
+    assert {f.name for f in dataclasses.fields(out)} == fields
+    assert set(vars(out)) == fields and out.attributes == {}
     assert isinstance(out.coef, np.ndarray) and out.coef.shape == (3,)
     assert out.n_iter == 1
     (record,) = out.records

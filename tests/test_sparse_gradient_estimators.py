@@ -84,8 +84,8 @@ def test_huber_limit_equals_the_scipy_minimiser_on_the_enforced_rows(
         SparseGradientDPRegressor,
         Xin,
         y,
-        alpha=0.05,
-        huber_delta=0.7,
+        alpha=0.05 * X.shape[0],  # Ridge's alpha: lambda = alpha / n
+        huber_threshold=0.7,
         sparsity=3,
         fit_intercept=fit_intercept,
         tol=1e-5,
@@ -104,7 +104,7 @@ def test_squared_error_limit_equals_ridge_with_a_penalised_intercept():
         SparseGradientDPRegressor,
         X,
         y,
-        alpha=0.05,
+        alpha=0.05 * n,
         loss="squared_error",
         target_bound=2.0,
         coef_norm_bound=100.0,
@@ -144,7 +144,7 @@ def test_gradient_descent_limits_reach_the_unpenalised_intercept_minimiser(algor
         SparseGradientDPRegressor,
         X,
         y,
-        alpha=0.5,
+        alpha=0.5 * X.shape[0],
         algorithm=algorithm,
         max_iter=400,
     )
@@ -168,8 +168,8 @@ def test_gradient_descent_limits_reach_the_unpenalised_intercept_minimiser(algor
 def test_every_algorithm_runs_within_its_budget(Est, algorithm):
     X, score = _sparse_regression(n=120, d=3, nnz=2)
     y = score if Est is SparseGradientDPRegressor else (score > 0).astype(int)
-    # Boosting: confidence 0.9 gives gamma = 1/2, about 2 runs (accuracy only).
-    extra = dict(confidence=0.9) if algorithm == "boosted_sgd" else {}
+    # Boosting: failure_prob 0.9 gives gamma = 1/2, about 2 runs (accuracy only).
+    extra = dict(failure_prob=0.9) if algorithm == "boosted_sgd" else {}
     est = Est(algorithm=algorithm, epsilon=1.0, random_state=0, **extra).fit(X, y)
     assert est.privacy_spent_.epsilon <= 1.0 + 1e-9
     assert est.privacy_spent_.delta <= 1e-5
@@ -283,11 +283,11 @@ def test_duplicates_and_explicit_zeros_give_the_canonical_result():
 
 def test_intercept_counts_toward_sparsity_and_norm():
     X, y = _sparse_regression(n=100, d=20, nnz=3)
-    a = SparseGradientDPRegressor(scaling="none", sparsity=3, delta=0.0, alpha=0.1).fit(
-        X, y
-    )
+    # alpha = lambda n: lambda = 0.1 at n = 100.
+    a = SparseGradientDPRegressor(scaling="none", sparsity=3, delta=0.0, alpha=10.0)
+    a.fit(X, y)
     b = SparseGradientDPRegressor(
-        scaling="none", sparsity=3, delta=0.0, alpha=0.1, fit_intercept=False
+        scaling="none", sparsity=3, delta=0.0, alpha=10.0, fit_intercept=False
     ).fit(X, y)
     C_a, C_b = math.hypot(1 + 1e-12, A), 1 + 1e-12
 
@@ -544,7 +544,8 @@ def test_an_explicit_coef_norm_bound_is_honoured(Est):
         epsilon=1.0,
         delta=1e-5,
     )
-    assert est.alpha_ == pytest.approx(expected, rel=1e-12)
+    # alpha_ is in Ridge's units: lambda n.
+    assert est.alpha_ == pytest.approx(expected * 300, rel=1e-12)
     # Other algorithms keep the previous prior 1.0 under "auto".
     other = Est(algorithm="projection_gd", scaling="none", random_state=0).fit(X, y)
     assert other.coef_norm_bound_ == 1.0

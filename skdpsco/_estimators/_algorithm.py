@@ -75,7 +75,9 @@ class Algorithm:
         The smallest ``n_samples`` it runs with.
     supports : frozenset of str
         Optional features it supports (``"class_weight"``: public per-record
-        weights, whose effect its sensitivity analysis covers).
+        weights, whose effect its sensitivity analysis covers; ``"max_iter"``: the
+        number of passes over the data is the user's to set, where the others'
+        is fixed by their theorem).
     """
 
     name: str

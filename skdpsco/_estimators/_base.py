@@ -110,6 +110,7 @@ class DPLinearModel(BaseEstimator):
         **PRIVACY_PARAMETER_CONSTRAINTS,
         **COMMON_FIT_CONSTRAINTS,
         "scaling": [StrOptions({"private", "none"}), tuple],
+        "verbose": ["verbose"],
     }
 
     #: Classifiers encode labels; regressors scale their target.
@@ -202,6 +203,13 @@ class DPLinearModel(BaseEstimator):
         records = [*scaled.records, *result.records]
         spent = spent_within(records, budget, type(self).__name__)
         self._store(result, scalings, spent)
+        if self.verbose:
+            # Public numbers only: the calibration, never a data-dependent value.
+            print(
+                f"[{type(self).__name__}] algorithm={algorithm.name!r}: released "
+                f"after {int(result.n_iter)} iterations; epsilon spent "
+                f"{spent.epsilon:.4g} of {budget.epsilon:.4g}"
+            )
         return self
 
     def _validate_training_data(self, X, y):
@@ -229,6 +237,12 @@ class DPLinearModel(BaseEstimator):
     def _check_supported(self, algorithm):
         """Refuse, before any data is used, parameters ``algorithm`` does not
         support."""
+        if self.max_iter is not None and "max_iter" not in algorithm.supports:
+            raise ValueError(
+                f"{type(self).__name__}(algorithm={algorithm.name!r}) makes a "
+                "number of passes over the data that its theorem fixes (public, "
+                f"always run in full); leave max_iter=None, got {self.max_iter!r}."
+            )
 
     def _store(self, result, scalings, spent):
         """The released model and what it cost, as fitted attributes (every

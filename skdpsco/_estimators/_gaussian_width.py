@@ -78,7 +78,7 @@ def _run_objective_perturbation(est, design, target, loss, n_classes, budget, C,
             f"{type(est).__name__}(algorithm='objective_perturbation') needs a "
             "twice-differentiable generalized linear loss (Su, Zhao & Wang, "
             f"Theorem 1): 'squared', 'logistic' or 'multinomial', got "
-            f"{loss.name!r}; use loss='squared' or another algorithm."
+            f"{loss.name!r}; use loss='squared_error' or another algorithm."
         )
     return approximate_objective_perturbation(
         design,
@@ -86,7 +86,7 @@ def _run_objective_perturbation(est, design, target, loss, n_classes, budget, C,
         loss,
         C,
         budget=budget,
-        feature_norm_bound=est.feature_norm_bound,
+        row_norm_bound=est.row_norm_bound,
         target_bound=est._target_bound(),
         intercept_bound=est.intercept_bound,
         l2_penalty=est._l2_penalty(budget.n_samples),
@@ -113,7 +113,7 @@ def _run_mirror_descent(est, design, target, loss, n_classes, budget, C, rng):
         loss,
         p=p,
         budget=budget,
-        feature_norm_bound=est.feature_norm_bound,
+        row_norm_bound=est.row_norm_bound,
         n_classes=n_classes,
         n_iter="auto" if est.max_iter is None else est.max_iter,
         rng=rng,
@@ -138,7 +138,7 @@ def _run_phased_sgd(est, design, target, loss, n_classes, budget, C, rng):
         target,
         loss,
         budget=budget,
-        feature_norm_bound=est.feature_norm_bound,
+        row_norm_bound=est.row_norm_bound,
         # D0 >= ||theta*||_2 sets the step size only: every point of C has l2 norm
         # at most R_max (public).
         norm_bound=float(C.radius_l2),
@@ -167,7 +167,7 @@ def _run_shuffled_mirror_descent(est, design, target, loss, n_classes, budget, C
             f"& Wang's Algorithm 4 for 1 < p <= 2 (p >= 2 reduces to p = 2); "
             f"got p={p!r}."
         )
-    R = est.feature_norm_bound
+    R = est.row_norm_bound
     # Amplification by shuffling is proven only for n > 16 ln(4 / delta_s) (FMT21;
     # delta_s = delta / 2 as in the solver); below that the batched variant (parallel
     # composition) runs instead. A function of the public n and delta only.
@@ -179,11 +179,14 @@ def _run_shuffled_mirror_descent(est, design, target, loss, n_classes, budget, C
         C,
         p=p,
         budget=budget,
-        grad_std_bound=est.gradient_moment_bound,
+        grad_std_bound=est.gradient_scale,
         # Utility only (it sets the truncation threshold): the smoothness of the
-        # loss for rows of norm feature_norm_bound.
+        # loss for rows of norm row_norm_bound.
         smoothness=loss.smoothness * R**2,
-        truncation_threshold=est.truncation,
+        # In units of the gradient's public scale, as in the heavy-tailed family.
+        truncation_threshold=(
+            "auto" if est.truncation == "auto" else est.truncation * est.gradient_scale
+        ),
         variant="shuffled" if amplifies else "batched",
         n_classes=n_classes,
         rng=rng,
@@ -231,11 +234,13 @@ _ALGORITHMS = registry(
     Algorithm(
         "objective_perturbation",
         _runner("objective_perturbation", _run_objective_perturbation),
+        supports=frozenset({"max_iter"}),
     ),
     Algorithm(
         "mirror_descent",
         _runner("mirror_descent", _run_mirror_descent),
         "gdp-epsilon",
+        supports=frozenset({"max_iter"}),
     ),
     Algorithm(
         "phased_sgd",
@@ -259,8 +264,8 @@ class _GaussianWidthBase(DPLinearModel):
         "groups": [None, "array-like"],
         "k": [None, Interval(Integral, 1, None, closed="left")],
         "intercept_bound": [PublicBound()],
-        "feature_norm_bound": [PublicBound()],
-        "gradient_moment_bound": [PublicBound()],
+        "row_norm_bound": [PublicBound()],
+        "gradient_scale": [PublicBound()],
         "truncation": [StrOptions({"auto"}), PublicBound()],
         "max_iter": [None, Interval(Integral, 1, None, closed="left")],
         "tol": [StrOptions({"auto"}), PositiveFinite()],
@@ -268,7 +273,7 @@ class _GaussianWidthBase(DPLinearModel):
 
     #: scipy.sparse X works end to end (rows are only touched through LinearDesign).
     _accept_sparse = True
-    # feature_norm_bound = 1 is a bound on rows of norm about 1.
+    # row_norm_bound = 1 is a bound on rows of norm about 1.
     _unit_rows = True
 
     def _algorithm(self, n_outputs):
@@ -299,7 +304,7 @@ class _GaussianWidthBase(DPLinearModel):
         """Factor from the standardised units in which ``radius`` is stated to the
         fit's units. With ``scaling`` on, the fit sees every standardised column
         further divided by ``sqrt(d)`` (rows of norm about 1, the unit of
-        ``feature_norm_bound``), so coefficients there are ``sqrt(d)`` times the
+        ``row_norm_bound``), so coefficients there are ``sqrt(d)`` times the
         standardised ones; every set is a ball scaled by ``radius``. Public."""
         if isinstance(self.scaling, str) and self.scaling == "none":
             return 1.0
@@ -340,6 +345,7 @@ class _GaussianWidthBase(DPLinearModel):
         return _default_geometry(self.constraint, n_params)
 
     def _check_supported(self, algorithm):
+        super()._check_supported(algorithm)
         if self.p is not None and self.constraint != "lp":
             if algorithm.name == "objective_perturbation":
                 raise ValueError(
@@ -375,7 +381,7 @@ _ALGORITHM_DOC = """
         The private solver, each one of Su, Zhao & Wang's algorithms. ``"auto"``
         (the default) runs ``"phased_sgd"`` (at any epsilon: the choice that
         measured best, see below), ``"objective_perturbation"`` when a ridge
-        penalty or ``loss="squared"`` is asked for (only it supports them), and
+        penalty or ``loss="squared_error"`` is asked for (only it supports them), and
         ``"mirror_descent"`` when ``p < 2`` (l_p geometry of Algorithm 3; at
         ``epsilon > 1``, which it refuses, ``"objective_perturbation"``); it
         depends on public parameters only.
@@ -494,7 +500,7 @@ default="l1"
         it). ``"shuffled_mirror_descent"`` needs ``fit_intercept=False``.
     intercept_bound : float, default=1.0
         ``B``, the public bound on the intercept (used when ``fit_intercept``).
-    feature_norm_bound : float, default=1.0
+    row_norm_bound : float, default=1.0
         Public bound on the norm of a row of X: every row is rescaled to norm at
         most this before it is used, so the Lipschitz and smoothness constants
         behind the noise hold for every possible record. The norm is the l_2 norm
@@ -502,14 +508,16 @@ default="l1"
         (``q = p / (p - 1)``) for ``"mirror_descent"`` and ``"phased_sgd"``.
         ``"shuffled_mirror_descent"`` does not clip (its truncation makes it
         private for any data) and uses it only to guess the smoothness.
-    gradient_moment_bound : float, default=1.0
+    gradient_scale : float, default=1.0
         ``sigma_g``: public bound on the standard deviation (in ``||.||_q``) of a
         per-sample gradient, Assumption 4 of ``"shuffled_mirror_descent"``. Sets
         its truncation threshold and step; accuracy only, never privacy.
     truncation : "auto" or float, default="auto"
-        Truncation threshold ``tau`` of ``"shuffled_mirror_descent"``: per-sample
-        gradients with ``||.||_q > tau`` are zeroed. ``"auto"`` is Algorithm 4's
-        ``beta M + lambda_tr``, with Theorem 10's ``lambda_tr`` (constant 1).
+        Truncation threshold ``tau`` of ``"shuffled_mirror_descent"``, in units of
+        ``gradient_scale`` (as in the heavy-tailed estimators): per-sample
+        gradients with ``||.||_q > tau * gradient_scale`` are zeroed. ``"auto"``
+        is Algorithm 4's ``beta M + lambda_tr``, with Theorem 10's ``lambda_tr``
+        (constant 1).
     max_iter : int or None, default=None
         ``"objective_perturbation"``: the certified solver's number of iterations,
         always run in full (``None``: the accelerated-rate count that certifies
@@ -526,6 +534,10 @@ default="l1"
         statistical error) in place of Theorem 2's choice; a float is clamped up
         to a numerical floor. Unused by the other algorithms (no data-dependent
         stopping anywhere).
+    verbose : int, default=0
+        If > 0, print progress: the algorithm, iteration counts where its solver
+        reports them, and the privacy budget spent. Private losses are never
+        printed (they would leak).
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
         Source of the privacy noise (and of the secret shuffle). ``None`` (the
@@ -560,7 +572,7 @@ _NOTES_DOC = """
     Notes
     -----
     Privacy model: replace-one neighbouring datasets, ``n`` and ``d`` public.
-    Every bound the noise depends on (``radius``, ``feature_norm_bound``,
+    Every bound the noise depends on (``radius``, ``row_norm_bound``,
     ``target_bound``, ``intercept_bound``, ``truncation``) is a parameter; rows and
     targets are clipped to them inside ``fit`` and nothing is read from the data.
     ``coef_`` always lies in ``C`` (and ``intercept_`` in ``[-B, B]``): the
@@ -590,23 +602,23 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
 
     Minimises ``(1/n) sum_i loss(x_i . w + b, y_i) + alpha / (2 n) ||(w, b)||^2``
     (:class:`~sklearn.linear_model.Ridge`'s penalty, on the standardised
-    coefficients) over ``w`` in a public convex set ``C`` (an l1 ball by default, like the
-    constrained form of the Lasso) with an ``(epsilon, delta)``-DP guarantee under
-    replace-one neighbouring datasets, whatever the data look like: rows and
-    targets are clipped to public bounds. The error that privacy adds grows with
-    the Gaussian width of ``C`` (``~ sqrt(log d)`` for the l1 ball) instead of
-    ``sqrt(d)`` (Theorem 2 for objective perturbation; measured for every
-    algorithm in ``benchmarks/gaussian_width.py``).
+    coefficients) over ``w`` in a public convex set ``C`` (an l1 ball by default,
+    like the constrained form of the Lasso) with an ``(epsilon, delta)``-DP
+    guarantee under replace-one neighbouring datasets, whatever the data look
+    like: rows and targets are clipped to public bounds. The error that privacy
+    adds grows with the Gaussian width of ``C`` (``~ sqrt(log d)`` for the l1
+    ball) instead of ``sqrt(d)`` (Theorem 2 for objective perturbation;
+    measured for every algorithm in ``benchmarks/gaussian_width.py``).
 
     Parameters
     ----------{_SHARED_PARAMS_DOC}
-    loss : {{"auto", "squared", "huber"}}, default="auto"
-        ``"squared"``: ``(x . w + b - y)^2 / 2``; ``"huber"``: the Huber loss with
+    loss : {{"auto", "squared_error", "huber"}}, default="auto"
+        ``"squared_error"``: ``(x . w + b - y)^2 / 2``; ``"huber"``: the Huber loss with
         threshold ``huber_threshold`` (Lipschitz on all of ``R^d``, which
         ``"mirror_descent"`` and ``"phased_sgd"`` need; not twice differentiable,
         which ``"objective_perturbation"`` needs). ``"auto"``: ``"huber"`` for
         ``"mirror_descent"`` and ``"phased_sgd"`` (also when ``algorithm="auto"``
-        resolves to it), ``"squared"`` otherwise.
+        resolves to it), ``"squared_error"`` otherwise.
     huber_threshold : float, default=1.0
         Threshold ``c`` of the Huber loss (residuals beyond ``c`` count linearly).
     target_bound : float, default=1.0
@@ -676,12 +688,13 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
         alpha=0.0,
         fit_intercept=True,
         intercept_bound=1.0,
-        feature_norm_bound=1.0,
+        row_norm_bound=1.0,
         target_bound=1.0,
-        gradient_moment_bound=1.0,
+        gradient_scale=1.0,
         truncation="auto",
         max_iter=None,
         tol="auto",
+        verbose=0,
         scaling="private",
         random_state=None,
     ):
@@ -698,18 +711,19 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.intercept_bound = intercept_bound
-        self.feature_norm_bound = feature_norm_bound
+        self.row_norm_bound = row_norm_bound
         self.target_bound = target_bound
-        self.gradient_moment_bound = gradient_moment_bound
+        self.gradient_scale = gradient_scale
         self.truncation = truncation
         self.max_iter = max_iter
         self.tol = tol
+        self.verbose = verbose
         self.scaling = scaling
         self.random_state = random_state
 
     _parameter_constraints: dict = {
         **_GaussianWidthBase._parameter_constraints,
-        "loss": [StrOptions({"auto", "squared", "huber"})],
+        "loss": [StrOptions({"auto", "squared_error", "huber"})],
         "huber_threshold": [PublicBound()],
         "target_bound": [PublicBound()],
         "alpha": [Interval(Real, 0, None, closed="left")],
@@ -719,7 +733,7 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
         loss = self.loss
         if loss == "auto":
             lipschitz_needed = algorithm in ("mirror_descent", "phased_sgd")
-            loss = "huber" if lipschitz_needed else "squared"
+            loss = "huber" if lipschitz_needed else "squared_error"
         if loss == "huber":
             return get_loss("huber", threshold=self.huber_threshold)
         return get_loss("squared")
@@ -732,13 +746,15 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
     def _needs_objective_perturbation(self):
         # Only objective perturbation has a ridge (Algorithm 2) or the squared
         # loss on all of R^d.
-        return self._has_ridge() or self.loss == "squared"
+        return self._has_ridge() or self.loss == "squared_error"
 
     def _target_bound(self):
         return self.target_bound
 
     def _l2_penalty(self, n_samples):
-        return float(self.alpha)
+        # Ridge's alpha ||w||^2 on the standardised coefficients, as a
+        # mean-scaled lambda in the fit's units.
+        return float(self.alpha) / (n_samples * self._fit_unit_squared())
 
 
 class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
@@ -749,7 +765,7 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
     standardised coefficients) over
     coefficients in a public convex set ``C`` (an l1 ball by default), with an
     ``(epsilon, delta)``-DP guarantee under replace-one neighbouring datasets,
-    whatever the features look like (rows are clipped to ``feature_norm_bound``).
+    whatever the features look like (rows are clipped to ``row_norm_bound``).
 
     Parameters
     ----------{_SHARED_PARAMS_DOC}
@@ -814,12 +830,13 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
         C=None,
         fit_intercept=True,
         intercept_bound=1.0,
-        feature_norm_bound=1.0,
-        gradient_moment_bound=1.0,
+        row_norm_bound=1.0,
+        gradient_scale=1.0,
         truncation="auto",
         max_iter=None,
         tol="auto",
         classes=None,
+        verbose=0,
         scaling="private",
         random_state=None,
     ):
@@ -834,12 +851,13 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
         self.C = C
         self.fit_intercept = fit_intercept
         self.intercept_bound = intercept_bound
-        self.feature_norm_bound = feature_norm_bound
-        self.gradient_moment_bound = gradient_moment_bound
+        self.row_norm_bound = row_norm_bound
+        self.gradient_scale = gradient_scale
         self.truncation = truncation
         self.max_iter = max_iter
         self.tol = tol
         self.classes = classes
+        self.verbose = verbose
         self.scaling = scaling
         self.random_state = random_state
 
@@ -865,5 +883,8 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
         return 1.0
 
     def _l2_penalty(self, n_samples):
-        # LogisticRegression's C sum(loss) + ||w||^2 / 2, divided by C n.
-        return 0.0 if self.C is None else 1.0 / (self.C * n_samples)
+        # LogisticRegression's C sum(loss) + ||w||^2 / 2 on the standardised
+        # coefficients, divided by C n, in the fit's units.
+        if self.C is None:
+            return 0.0
+        return 1.0 / (self.C * n_samples * self._fit_unit_squared())

@@ -409,36 +409,44 @@ def _accountant(oracle_class):
 
 
 #: The algorithms (every entry is audited in tests/audit). "class_weight": public
-#: per-record weights keep the oracle's sensitivity (weights <= 1 after clipping).
+#: per-record weights keep the oracle's sensitivity (weights <= 1 after clipping);
+#: "max_iter": the number of passes is the user's to set (sample and aggregate
+#: makes one pass over each of its subsets).
 _ALGORITHMS = registry(
     Algorithm(
         "clipped_gd",
         _gradient_descent(_plan_clipped),
         _accountant(ClippedMeanOracle),
-        supports=frozenset({"class_weight"}),
+        supports=frozenset({"class_weight", "max_iter"}),
     ),
     Algorithm(
         "catoni_gd",
         _gradient_descent(_plan_catoni),
         _accountant(CatoniMeanOracle),
-        supports=frozenset({"class_weight"}),
+        supports=frozenset({"class_weight", "max_iter"}),
     ),
     Algorithm(
         "truncated_mean_gd",
         _gradient_descent(_make_truncated_planner(TruncatedMeanOracle, axis=False)),
         _accountant(TruncatedMeanOracle),
+        supports=frozenset({"max_iter"}),
     ),
     Algorithm(
         "axis_truncated_mean_gd",
         _gradient_descent(_make_truncated_planner(AxisTruncatedMeanOracle, axis=True)),
         _accountant(AxisTruncatedMeanOracle),
+        supports=frozenset({"max_iter"}),
     ),
-    Algorithm("smooth_sensitivity_gd", _gradient_descent(_plan_smooth_sensitivity)),
+    Algorithm(
+        "smooth_sensitivity_gd",
+        _gradient_descent(_plan_smooth_sensitivity),
+        supports=frozenset({"max_iter"}),
+    ),
     Algorithm("sample_aggregate", _run_sample_aggregate),
     Algorithm(
         "dp_sgd",
         _sgd(_make_sgd_planner(PerExampleClipBatchOracle, "suffix", 1)),
-        supports=frozenset({"class_weight"}),
+        supports=frozenset({"class_weight", "max_iter"}),
     ),
     Algorithm(
         "aclipped_sgd",
@@ -447,7 +455,7 @@ _ALGORITHMS = registry(
                 AveragedClipBatchOracle, "uniform", 1, _ACLIP_STEP_DIVISOR
             )
         ),
-        supports=frozenset({"class_weight"}),
+        supports=frozenset({"class_weight", "max_iter"}),
     ),
     Algorithm(
         "r_aclipped_sgd",
@@ -459,7 +467,7 @@ _ALGORITHMS = registry(
                 _ACLIP_STEP_DIVISOR,
             )
         ),
-        supports=frozenset({"class_weight"}),
+        supports=frozenset({"class_weight", "max_iter"}),
     ),
 )
 
@@ -482,7 +490,6 @@ class _HeavyTailedBase(DPLinearModel):
             Interval(Integral, 1, None, closed="left"),
         ],
         "radius": [None, PublicBound()],
-        "verbose": ["verbose"],
     }
 
     def _algorithm(self, n_outputs):
@@ -641,8 +648,9 @@ _SHARED_PARAMS_DOC = """
         If given, the iterates are projected onto the l2 ball of this radius
         (intercept included).
     verbose : int, default=0
-        If > 0, print progress: iteration counts and the privacy budget spent so
-        far. Private losses are never printed (they would leak).
+        If > 0, print progress: the algorithm, iteration counts where its solver
+        reports them, and the privacy budget spent. Private losses are never
+        printed (they would leak).
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
         Source of the privacy noise. ``None`` (the default, and the right choice in
@@ -888,6 +896,7 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
         return get_loss("logistic" if n_outputs == 1 else "multinomial")
 
     def _check_supported(self, algorithm):
+        super()._check_supported(algorithm)
         if (
             self.class_weight is not None
             and not (isinstance(self.class_weight, str))

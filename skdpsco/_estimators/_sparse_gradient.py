@@ -138,6 +138,7 @@ def _run_gd(est, problem, oracle, budget, l2_penalty, rng):
         l2_penalty=l2_penalty,
         radius=problem.radius,
         averaging="suffix",
+        verbose=est.verbose,
         rng=rng,
     )
     return result, oracle.noise_scale
@@ -189,7 +190,7 @@ def _fit_boosted_sgd(est, problem, l2_penalty, budget, rng):
         problem.target,
         problem.loss,
         loss_bound=est.loss_bound,
-        confidence=est.confidence,
+        confidence=est.failure_prob,
         rng=rng,
         **_sgd_params(est, problem, l2_penalty, budget),
     )
@@ -207,7 +208,7 @@ def _fit_sparse_exponential(est, problem, l2_penalty, budget, rng):
         norm_bound=problem.lipschitz,
         sparsity=problem.sparsity,
         radius=problem.coef_norm_bound if problem.radius is None else problem.radius,
-        confidence=est.confidence,
+        confidence=est.failure_prob,
         n_outputs=problem.n_outputs,
         rng=rng,
     )
@@ -232,7 +233,8 @@ def _runner(fit):
         attributes = {
             "sparsity_": sparsity,
             "coef_norm_bound_": problem.coef_norm_bound,
-            "alpha_": float(l2_penalty),
+            # In Ridge's units, as the alpha parameter.
+            "alpha_": float(l2_penalty) * problem.budget.n_samples,
             "noise_scale_": None if noise_scale is None else float(noise_scale),
         }
         return replace(result, coef=coef, attributes=attributes)
@@ -250,11 +252,21 @@ _ALGORITHMS = registry(
         _runner(_fit_output_perturbation),
         "gdp-epsilon",
         requires_delta=False,
+        supports=frozenset({"max_iter"}),
     ),
     Algorithm(
-        "projection_gd", _runner(_fit_projection_gd), "gdp", requires_delta=False
+        "projection_gd",
+        _runner(_fit_projection_gd),
+        "gdp",
+        requires_delta=False,
+        supports=frozenset({"max_iter"}),
     ),
-    Algorithm("l1_recovery_gd", _runner(_fit_l1_recovery_gd), "gdp"),
+    Algorithm(
+        "l1_recovery_gd",
+        _runner(_fit_l1_recovery_gd),
+        "gdp",
+        supports=frozenset({"max_iter"}),
+    ),
     Algorithm("bias_reduced_sgd", _runner(_fit_bias_reduced_sgd)),
     Algorithm("boosted_sgd", _runner(_fit_boosted_sgd)),
     Algorithm(
@@ -276,7 +288,7 @@ class _SparseGradientBase(DPLinearModel):
         "sparsity_enforcement": [StrOptions({"clip_l1", "truncate"})],
         "row_norm_bound": [PublicBound()],
         "coef_norm_bound": [StrOptions({"auto"}), PublicBound()],
-        "confidence": [Interval(Real, 0, 1, closed="neither")],
+        "failure_prob": [Interval(Real, 0, 1, closed="neither")],
         "learning_rate": [StrOptions({"auto"}), PositiveFinite()],
         "loss_bound": [PublicBound()],
     }
@@ -322,6 +334,7 @@ class _SparseGradientBase(DPLinearModel):
 
     def _check_supported(self, algorithm):
         """Checks on public values only (the sizes, the parameters)."""
+        super()._check_supported(algorithm)
         n_features = self.n_features_in_
         name = type(self).__name__
         if self.sparsity is not None and self.sparsity > n_features:
@@ -372,7 +385,7 @@ class _SparseGradientBase(DPLinearModel):
             n_params=n_params,
             sparsity=sparsity,
             tol=self.tol,
-            confidence=self.confidence,
+            confidence=self.failure_prob,
         )
 
     def _problem(self, fit_problem, sparsity):
@@ -422,7 +435,7 @@ class _SparseGradientBase(DPLinearModel):
             sparsity=problem.sparsity,
             epsilon=budget.epsilon,
             delta=budget.delta,
-            confidence=self.confidence,
+            confidence=self.failure_prob,
         )
 
     def _decision(self, X):
@@ -552,7 +565,7 @@ default="output_perturbation"
         Thm 7.1, so ``D`` grows about as ``sqrt(n)`` and with ``epsilon``. A
         public function of ``n``, ``n_features``, the budget left to the
         algorithm, ``delta``, ``sparsity_`` (declared or privately released),
-        ``tol``, ``confidence`` and the loss's constants: it reads nothing else of
+        ``tol``, ``failure_prob`` and the loss's constants: it reads nothing else of
         the data and costs no privacy (see
         :func:`~skdpsco._solvers._output_perturbation.auto_coef_norm_bound`). The
         fixed prior 1.0 it replaces over-regularised one-hot problems into
@@ -585,6 +598,10 @@ default="output_perturbation"
     loss_bound : float, default=1.0
         ``B``: the per-record loss is clipped to ``[0, B]`` in the score of
         ``"boosted_sgd"`` and of ``"sparse_exponential"`` (the score's sensitivity).
+    verbose : int, default=0
+        If > 0, print progress: the algorithm, iteration counts where its solver
+        reports them, and the privacy budget spent. Private losses are never
+        printed (they would leak).
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
         Source of the privacy noise. None (the default, and the right choice in
@@ -715,13 +732,13 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         perturbation's noise is inversely proportional to ``alpha``.
     loss : {{"huber", "squared_error"}}, default="huber"
         ``"huber"``: Lipschitz whatever the target (no clipping of y needed),
-        ``L = huber_delta * C``. ``"squared_error"``: needs ``target_bound`` (y is
+        ``L = huber_threshold * C``. ``"squared_error"``: needs ``target_bound`` (y is
         clipped to it) and constrains ``||(w, b)||_2 <= coef_norm_bound``;
         ``L = (coef_norm_bound * C + target_bound) * C``; needs ``delta > 0``.
         Here ``C = sqrt(row_norm_bound^2 + fit_intercept a^2)`` with the
         intercept column ``a = row_norm_bound / 2`` for output perturbation, 1
         otherwise (see Notes).
-    huber_delta : float, default=1.0
+    huber_threshold : float, default=1.0
         Threshold of the Huber loss, in target units (``epsilon`` of
         :class:`~sklearn.linear_model.HuberRegressor`, without its scale estimate).
     target_bound : float or None, default=None
@@ -771,14 +788,15 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         sparsity=None,
         sparsity_enforcement="clip_l1",
         row_norm_bound=1.0,
-        huber_delta=1.0,
+        huber_threshold=1.0,
         target_bound=None,
         coef_norm_bound="auto",
         max_iter=None,
         tol=1e-3,
-        confidence=0.05,
+        failure_prob=0.05,
         learning_rate="auto",
         loss_bound=1.0,
+        verbose=0,
         scaling="private",
         random_state=None,
     ):
@@ -791,14 +809,15 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         self.sparsity = sparsity
         self.sparsity_enforcement = sparsity_enforcement
         self.row_norm_bound = row_norm_bound
-        self.huber_delta = huber_delta
+        self.huber_threshold = huber_threshold
         self.target_bound = target_bound
         self.coef_norm_bound = coef_norm_bound
         self.max_iter = max_iter
         self.tol = tol
-        self.confidence = confidence
+        self.failure_prob = failure_prob
         self.learning_rate = learning_rate
         self.loss_bound = loss_bound
+        self.verbose = verbose
         self.scaling = scaling
         self.random_state = random_state
 
@@ -806,7 +825,7 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         **_SparseGradientBase._parameter_constraints,
         "alpha": [StrOptions({"auto"}), PositiveFinite()],
         "loss": [StrOptions({"huber", "squared_error"})],
-        "huber_delta": [PublicBound()],
+        "huber_threshold": [PublicBound()],
         "target_bound": [None, PublicBound()],
     }
 
@@ -830,7 +849,7 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
 
     def _loss(self, n_outputs, target, coef_norm_bound):
         if self.loss == "huber":
-            return get_loss("huber", threshold=self.huber_delta), None, target
+            return get_loss("huber", threshold=self.huber_threshold), None, target
         # Per-record clipping of the target: costs no privacy.
         clipped = np.clip(target, -self.target_bound, self.target_bound)
         return get_loss("squared"), coef_norm_bound, clipped
@@ -845,7 +864,8 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
     def _l2_penalty(self, problem):
         if self.alpha == "auto":
             return self._auto_l2_penalty(problem)
-        return float(self.alpha)
+        # Ridge's alpha ||w||^2 as a mean-scaled lambda.
+        return float(self.alpha) / problem.budget.n_samples
 
 
 class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
@@ -863,11 +883,12 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
     ----------{_SHARED_PARAMS_DOC}
     C : "auto" or float, default="auto"
         Inverse regularisation strength, as in
-        :class:`~sklearn.linear_model.LogisticRegression`: the mean-scaled penalty
-        is ``1 / (C n)`` (``alpha_ = 1 / C``). ``"auto"`` uses the SCO choice of Thm 7.6 with
-        constant 1 (see ``SparseGradientDPRegressor``'s ``alpha``); output
-        perturbation needs much stronger regularisation than the usual ``C = 1``
-        (its noise is ``2 L C`` per coordinate), so prefer ``"auto"``.
+        :class:`~sklearn.linear_model.LogisticRegression`: the mean-scaled
+        penalty is ``1 / (C n)`` (``alpha_ = 1 / C``). ``"auto"`` uses the SCO
+        choice of Thm 7.6 with constant 1 (see ``SparseGradientDPRegressor``'s
+        ``alpha``); output perturbation needs much stronger regularisation than
+        the usual ``C = 1`` (its noise is ``2 L C`` per coordinate), so prefer
+        ``"auto"``.
     classes : array-like or None, default=None
         The public label set. If None, the labels present in ``y`` are used and the
         label set is then released with the model (like ``n``).
@@ -925,10 +946,11 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
         coef_norm_bound="auto",
         max_iter=None,
         tol=1e-3,
-        confidence=0.05,
+        failure_prob=0.05,
         learning_rate="auto",
         loss_bound=1.0,
         classes=None,
+        verbose=0,
         scaling="private",
         random_state=None,
     ):
@@ -943,10 +965,11 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
         self.coef_norm_bound = coef_norm_bound
         self.max_iter = max_iter
         self.tol = tol
-        self.confidence = confidence
+        self.failure_prob = failure_prob
         self.learning_rate = learning_rate
         self.loss_bound = loss_bound
         self.classes = classes
+        self.verbose = verbose
         self.scaling = scaling
         self.random_state = random_state
 

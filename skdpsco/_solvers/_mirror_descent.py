@@ -202,7 +202,7 @@ def _check_noise(epsilon, sensitivity, sigma, what):
         raise ValueError(
             f"{what}: the public bounds give a sensitivity of {sensitivity:.3g} and "
             f"a noise scale of {sigma:.3g}, outside the normal float range; use "
-            "bounds (feature_norm_bound, truncation) nearer 1."
+            "bounds (row_norm_bound, truncation) nearer 1."
         )
 
 
@@ -342,7 +342,7 @@ def noisy_mirror_descent(
     *,
     p,
     budget,
-    feature_norm_bound,
+    row_norm_bound,
     n_classes=2,
     n_iter="auto",
     alpha_reg="auto",
@@ -357,7 +357,7 @@ def noisy_mirror_descent(
     the output is the average of ``w_2..w_{T+1}`` with weights ``rho^t``,
     ``rho = (2 beta + alpha_reg) / (2 beta)`` (computed in log space).
 
-    Rows are clipped to ``||x_i||_q <= feature_norm_bound`` (public), so every
+    Rows are clipped to ``||x_i||_q <= row_norm_bound`` (public), so every
     per-sample gradient has ``||.||_q <= L = loss.lipschitz * R~_q`` with
     ``R~_q = (R_q^q + 1)^{1/q}`` when an intercept is fitted, and the smoothness
     w.r.t. ``||.||_p`` is ``beta = loss.smoothness * R~_q^2``. The loss must be
@@ -373,7 +373,7 @@ def noisy_mirror_descent(
     budget : AlgorithmBudget
         Its ``(epsilon, delta)``: ``0 < epsilon <= 1`` (``inf`` only in the hidden
         non-private testing mode).
-    feature_norm_bound : float
+    row_norm_bound : float
         Public ``R_q``: rows are clipped to this l_q norm, ``q = p / (p - 1)``.
     n_classes : int
         Number of classes (multinomial loss).
@@ -405,7 +405,7 @@ def noisy_mirror_descent(
     n = design.n_samples
     shape = _param_shape(design, loss, n_classes)
     geom = lp_geometry(p, int(np.prod(shape)))
-    R = _augmented_norm_bound(feature_norm_bound, geom.q, design.fit_intercept)
+    R = _augmented_norm_bound(row_norm_bound, geom.q, design.fit_intercept)
     L = loss.lipschitz * R
     beta = loss.smoothness * R**2
     d = geom.dim
@@ -421,7 +421,7 @@ def noisy_mirror_descent(
     sensitivity = 2.0 * L / n * l2_sensitivity_factor(geom)
     sigma = mirror_descent_noise_scale(sensitivity, n_iter, epsilon, delta)
     _check_noise(epsilon, sensitivity, sigma, "Algorithm 3")
-    scales = _clip_scales(design, geom.q, feature_norm_bound)
+    scales = _clip_scales(design, geom.q, row_norm_bound)
 
     y_dual = np.zeros(shape)
     w = np.zeros(shape)
@@ -454,7 +454,7 @@ def phased_dp_sgd(
     loss,
     *,
     budget,
-    feature_norm_bound,
+    row_norm_bound,
     norm_bound=1.0,
     p=2.0,
     n_classes=2,
@@ -488,7 +488,7 @@ def phased_dp_sgd(
     design, y, loss
     budget : AlgorithmBudget
         Its ``(epsilon, delta)``.
-    feature_norm_bound : float
+    row_norm_bound : float
         Public ``R_q`` (``q = p/(p-1) <= 2``); rows are clipped to it.
     norm_bound : float, default=1.0
         Public ``D0 >= ||theta*||_2`` (step size only).
@@ -518,7 +518,7 @@ def phased_dp_sgd(
     n = design.n_samples
     shape = _param_shape(design, loss, n_classes)
     d = int(np.prod(shape))
-    R = _augmented_norm_bound(feature_norm_bound, q, design.fit_intercept)
+    R = _augmented_norm_bound(row_norm_bound, q, design.fit_intercept)
     L = loss.lipschitz * R
     beta = loss.smoothness * R**2
     eps_t = 1.0 if math.isinf(epsilon) else epsilon
@@ -540,7 +540,7 @@ def phased_dp_sgd(
         name="phased SGD averages (Thm 8 / FKT20; disjoint phases, parallel "
         "composition)",
     )
-    scales = _clip_scales(design, q, feature_norm_bound)
+    scales = _clip_scales(design, q, row_norm_bound)
     order = rng.permutation(n)  # utility only; privacy needs no shuffling here
     w = np.zeros(shape)
     d_x = design.n_features

@@ -463,17 +463,17 @@ class _PublicPlan:
 def _public_plan(design, loss, constraint, K, epsilon, delta, bounds, options):
     """The public phase of :func:`approximate_objective_perturbation`.
 
-    ``bounds = (feature_norm_bound, target_bound, intercept_bound,
+    ``bounds = (row_norm_bound, target_bound, intercept_bound,
     gaussian_width)``, ``options = (lam_obj, l2_penalty, opt_tol)``.
     """
-    feature_norm_bound, target_bound, intercept_bound, gaussian_width = bounds
+    row_norm_bound, target_bound, intercept_bound, gaussian_width = bounds
     lam_obj, l2_penalty, opt_tol = options
     n, d, dim = design.n_samples, design.n_features, design.dim
     B = float(intercept_bound) if design.fit_intercept else None
     r_max, diam, width = _set_quantities(constraint, d, B, K)
     if gaussian_width is not None:
         width = float(gaussian_width)
-    R_z = float(feature_norm_bound)
+    R_z = float(row_norm_bound)
     R_aug = math.hypot(R_z, 1.0) if design.fit_intercept else R_z
     R_y = None
     if loss.name == "squared":
@@ -619,7 +619,7 @@ def approximate_objective_perturbation(
     constraint,
     *,
     budget,
-    feature_norm_bound=1.0,
+    row_norm_bound=1.0,
     target_bound=1.0,
     intercept_bound=1.0,
     l2_penalty=0.0,
@@ -671,7 +671,7 @@ def approximate_objective_perturbation(
         Its ``(epsilon, delta)``: ``epsilon > 0``; for ``epsilon > 1`` the scales
         use the derivation in :func:`objective_perturbation_constants` and the
         analytic Gaussian.
-    feature_norm_bound : float, default=1.0
+    row_norm_bound : float, default=1.0
         ``R_z``.
     target_bound : float, default=1.0
         ``R_y`` (squared loss).
@@ -726,7 +726,7 @@ def approximate_objective_perturbation(
         K,
         epsilon,
         delta,
-        (feature_norm_bound, target_bound, intercept_bound, gaussian_width),
+        (row_norm_bound, target_bound, intercept_bound, gaussian_width),
         (lam_obj, l2_penalty, opt_tol),
     )
     k, feasible = plan.constants, plan.feasible

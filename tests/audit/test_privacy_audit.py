@@ -58,7 +58,7 @@ AUDIT_OVERRIDES = (
             ("projection_gd", {"max_iter": 10}),
             ("l1_recovery_gd", {"max_iter": 10}),
             # About 2 selection runs instead of about 27.
-            ("boosted_sgd", {"confidence": 0.9}),
+            ("boosted_sgd", {"failure_prob": 0.9}),
             ("sparse_exponential", {"fit_intercept": False}),
         )
     }

@@ -241,7 +241,7 @@ def test_existing_inputs_keep_working():
 def test_steps_that_learn_without_a_budget_are_flagged():
     # scikit-learn's StandardScaler and PCA release exact statistics of the records
     # (and change every transformed row when one record changes): the total cannot
-    # cover them, and says so; stateless steps pass silently (found in review).
+    # cover them, and says so; stateless steps pass silently.
     from sklearn.decomposition import PCA
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer, StandardScaler

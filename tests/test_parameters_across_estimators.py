@@ -1,0 +1,118 @@
+"""One name and one meaning per parameter across the public estimators.
+
+The table in doc/parameters.rst states them; these tests hold the estimators to it:
+every estimator takes ``verbose`` and prints the same release line; ``max_iter`` is
+refused where an algorithm's theorem fixes the number of passes; ``alpha`` is
+scikit-learn Ridge's alpha (and ``C`` LogisticRegression's C) in every family.
+"""
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+from _helpers import dense_data, noiseless_fit, public_estimators
+from sklearn.linear_model import Ridge
+
+from skdpsco import (
+    GaussianWidthDPRegressor,
+    HeavyTailedDPRidge,
+    SparseGradientDPClassifier,
+    SparseGradientDPRegressor,
+)
+
+#: Names no public estimator may use any more (each concept has one name).
+RETIRED = {
+    "feature_norm_bound": "row_norm_bound",
+    "gradient_moment_bound": "gradient_scale",
+    "huber_delta": "huber_threshold",
+    "confidence": "failure_prob",
+}
+
+RELEASE_LINE = re.compile(
+    r"^\[(?P<name>\w+)\] algorithm='(?P<algorithm>\w+)': released after \d+ "
+    r"iterations; epsilon spent (?P<spent>[0-9.e+-]+) of (?P<total>[0-9.e+-]+)$"
+)
+
+
+def _params(Est):
+    return set(inspect.signature(Est.__init__).parameters) - {"self"}
+
+
+@pytest.mark.parametrize("Est", public_estimators(), ids=lambda E: E.__name__)
+def test_one_name_per_concept(Est):
+    params = _params(Est)
+    assert {"verbose", "max_iter", "random_state", "scaling"} <= params
+    assert not params & set(RETIRED), f"{Est.__name__} uses a retired name"
+    if "loss" in params:
+        options = Est._parameter_constraints["loss"][0].options
+        assert "squared" not in options and "squared_error" in options
+
+
+@pytest.mark.parametrize("Est", public_estimators(), ids=lambda E: E.__name__)
+def test_verbose_prints_one_release_line_in_the_users_units(Est, capsys):
+    X, y_reg, y_clf = dense_data(n=600)
+    y = y_clf if Est._is_dp_classifier else y_reg
+    Est(epsilon=2.0, verbose=1, random_state=0).fit(X, y)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    match = RELEASE_LINE.match(last)
+    assert match, last
+    assert match["name"] == Est.__name__
+    assert float(match["total"]) == 2.0
+    assert 0 < float(match["spent"]) <= 2.0
+
+
+@pytest.mark.parametrize("Est", public_estimators(), ids=lambda E: E.__name__)
+def test_verbose_zero_prints_nothing(Est, capsys):
+    X, y_reg, y_clf = dense_data(n=600)
+    Est(random_state=0).fit(X, y_clf if Est._is_dp_classifier else y_reg)
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    "Est, algorithm",
+    [
+        (HeavyTailedDPRidge, "sample_aggregate"),
+        (GaussianWidthDPRegressor, "phased_sgd"),
+        (GaussianWidthDPRegressor, "shuffled_mirror_descent"),
+        (SparseGradientDPRegressor, "bias_reduced_sgd"),
+        (SparseGradientDPClassifier, "boosted_sgd"),
+        (SparseGradientDPRegressor, "sparse_exponential"),
+    ],
+)
+def test_max_iter_is_refused_where_the_theorem_fixes_the_passes(Est, algorithm):
+    X, y_reg, y_clf = dense_data(n=50)
+    est = Est(algorithm=algorithm, max_iter=5, random_state=0)
+    with pytest.raises(ValueError, match="leave max_iter=None"):
+        est.fit(X, y_clf if Est._is_dp_classifier else y_reg)
+    assert not hasattr(est, "coef_")
+
+
+def test_alpha_is_ridges_alpha_in_every_regressor():
+    # In the non-private limit each regressor minimises
+    # (1/n) sum loss + alpha / (2n) ||w||^2 like Ridge(alpha): with a huge
+    # feasible set and no clipping, the same alpha gives Ridge's coefficients
+    # (Ridge with a penalised intercept column where the family penalises it).
+    X, y, _ = dense_data(n=300, d=3)
+    alpha = 30.0
+    ridge = Ridge(alpha=alpha).fit(X, y)
+    ht = noiseless_fit(HeavyTailedDPRidge, X, y, alpha=alpha, max_iter=2000)
+    np.testing.assert_allclose(ht.coef_, ridge.coef_, atol=2e-3)
+    # Penalised intercept: Ridge without intercept on [X, 1].
+    X1 = np.column_stack([X, np.ones(len(X))])
+    ridge1 = Ridge(alpha=alpha, fit_intercept=False).fit(X1, y)
+    gw = noiseless_fit(
+        GaussianWidthDPRegressor,
+        X,
+        y,
+        alpha=alpha,
+        constraint="l2",
+        radius=1e3,
+        intercept_bound=1e3,
+        row_norm_bound=1e3,
+        target_bound=1e3,
+        loss="squared_error",
+        tol=1e-10,
+    )
+    np.testing.assert_allclose(gw.coef_, ridge1.coef_[:3], atol=2e-3)
+    assert gw.intercept_ == pytest.approx(ridge1.coef_[3], abs=2e-3)

@@ -98,12 +98,12 @@ class DPLinearModel(BaseEstimator):
     """Base class: the private fit skeleton of a linear model.
 
     ``fit`` is the only place that validates, scales, runs the algorithm, gates
-    the release and stores the result. A family provides ``_algorithm(n_outputs)``
-    (the :class:`~._algorithm.Algorithm` registry entry of its ``algorithm``,
-    whose ``run(problem)`` returns a ``SolverResult``), the mixins
+    the release and stores the result. A family provides ``_ALGORITHMS`` (its
+    registry of :class:`~._algorithm.Algorithm` entries, whose ``run(problem)``
+    returns a ``SolverResult``), the mixins
     ``_encode_target(y)`` (the encoded target and the number of outputs) and
-    ``_store_coef(W)``; hooks: ``_check_supported(algorithm)`` and
-    ``_standardise(X, scaling)``.
+    ``_store_coef(W)``; hooks: ``_resolved_algorithm(n_outputs)``,
+    ``_check_supported(algorithm)`` and ``_standardise(X, scaling)``.
     """
 
     _parameter_constraints: dict = {
@@ -113,6 +113,8 @@ class DPLinearModel(BaseEstimator):
         "verbose": ["verbose"],
     }
 
+    #: The family's algorithm registry, ``{name: Algorithm}`` (:mod:`._algorithm`).
+    _ALGORITHMS: dict = {}
     #: Classifiers encode labels; regressors scale their target.
     _is_dp_classifier = False
     #: Whether scipy.sparse X is supported end to end.
@@ -232,7 +234,11 @@ class DPLinearModel(BaseEstimator):
     def _algorithm(self, n_outputs):
         """The registry entry (:class:`~._algorithm.Algorithm`) of the chosen
         ``algorithm`` (``"auto"`` resolved from public facts only)."""
-        raise NotImplementedError
+        return self._ALGORITHMS[self._resolved_algorithm(n_outputs)]
+
+    def _resolved_algorithm(self, n_outputs):
+        """The chosen algorithm's name (a family with ``"auto"`` resolves it)."""
+        return self.algorithm
 
     def _check_supported(self, algorithm):
         """Refuse, before any data is used, parameters ``algorithm`` does not

@@ -255,6 +255,8 @@ _ALGORITHMS = registry(
 
 
 class _GaussianWidthBase(DPLinearModel):
+    _ALGORITHMS = _ALGORITHMS
+
     _parameter_constraints: dict = {
         **DPLinearModel._parameter_constraints,
         "algorithm": [StrOptions({"auto", *_ALGORITHMS})],
@@ -275,9 +277,6 @@ class _GaussianWidthBase(DPLinearModel):
     _accept_sparse = True
     # row_norm_bound = 1 is a bound on rows of norm about 1.
     _unit_rows = True
-
-    def _algorithm(self, n_outputs):
-        return _ALGORITHMS[self._resolved_algorithm(n_outputs)]
 
     def _resolved_algorithm(self, n_outputs):
         """``algorithm`` with ``"auto"`` resolved from public parameters only (the

@@ -473,6 +473,8 @@ _ALGORITHMS = registry(
 
 
 class _HeavyTailedBase(DPLinearModel):
+    _ALGORITHMS = _ALGORITHMS
+
     _parameter_constraints: dict = {
         **DPLinearModel._parameter_constraints,
         "algorithm": [StrOptions(set(_ALGORITHMS))],
@@ -491,9 +493,6 @@ class _HeavyTailedBase(DPLinearModel):
         ],
         "radius": [None, PublicBound()],
     }
-
-    def _algorithm(self, n_outputs):
-        return _ALGORITHMS[self.algorithm]
 
     def _sample_weight(self, target):
         """``None``, or per-record weights and their public normaliser.

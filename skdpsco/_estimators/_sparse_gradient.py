@@ -276,6 +276,8 @@ _ALGORITHMS = registry(
 
 
 class _SparseGradientBase(DPLinearModel):
+    _ALGORITHMS = _ALGORITHMS
+
     _accept_sparse = True
     _shared_scale = True
 
@@ -314,9 +316,6 @@ class _SparseGradientBase(DPLinearModel):
             If the fit raises, the estimator is left exactly as it was.
         """
         return super().fit(X, y, **fit_params)
-
-    def _algorithm(self, n_outputs):
-        return _ALGORITHMS[self.algorithm]
 
     def _fitted_sparsity(self, released_row_nnz):
         """The sparsity the fit (and predict) use: the declared ``sparsity``, else

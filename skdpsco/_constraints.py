@@ -6,7 +6,7 @@ Every set ``C`` here offers
 - ``project(w)``: the exact Euclidean projection ``argmin_{u in C} ||u - w||_2``;
 - ``lmo(g)``: a linear minimisation oracle ``argmin_{u in C} <g, u>``;
 - ``support(g)``: the support function ``h_C(g) = max_{u in C} <g, u> = <g, lmo(-g)>``;
-- ``radius_l2`` (``R_max = max_{u in C} ||u||_2``), ``diameter`` (l2) and ``inradius``;
+- ``radius_l2`` (``R_max = max_{u in C} ||u||_2``), and ``diameter`` (l2);
 - ``contains(w, tol)`` / ``violation(w)``;
 - ``gaussian_width(n_features)``: ``G_C = E_{g ~ N(0, I_d)} h_C(g)`` (Su, Zhao, Wang,
   Definition 12), returned as a :class:`GaussianWidth` (a ``float`` that also carries
@@ -449,9 +449,9 @@ class ConstraintSet(abc.ABC):
     """Base class of a closed convex constraint set ``C`` (see the module docstring).
 
     Subclasses implement ``project``, ``lmo``, ``support``, ``violation``,
-    ``radius_l2``, ``diameter``, ``inradius`` and ``gaussian_width``. A set may be bound
-    to a dimension (``n_features``); quantities that depend on it (``radius_l2`` of an
-    l_p ball with p > 2, ``inradius`` of an l1 ball, ...) need it.
+    ``radius_l2``, ``diameter`` and ``gaussian_width``. A set may be bound to a
+    dimension (``n_features``); quantities that depend on it (``radius_l2`` of an l_p
+    ball with p > 2, the Gaussian width, ...) need it.
     """
 
     #: Short name used by :func:`make_constraint`.
@@ -478,7 +478,10 @@ class ConstraintSet(abc.ABC):
         """Whether ``w`` lies in ``C`` up to an absolute violation ``tol``.
 
         The violation is set-specific (e.g. ``||w||_1 - R`` for the l1 ball,
-        ``max(lower - w, w - upper)`` for a box); see :meth:`violation`.
+        ``max(lower - w, w - upper)`` for a box); see :meth:`violation`. The
+        estimators never test membership (``project`` and ``lmo`` land in ``C`` by
+        construction); this is the independent check the tests hold ``project``,
+        ``lmo`` and the constrained solvers' outputs to.
         """
         return bool(self.violation(w) <= tol)
 
@@ -490,13 +493,6 @@ class ConstraintSet(abc.ABC):
                 "n_features (or build the set with n_features=...)."
             )
         return check_int(d, "n_features", low=1)
-
-    def monte_carlo_width(self, n_features=None, n_samples=_MC_SAMPLES, seed=0):
-        """Monte-Carlo Gaussian width ``(1/m) sum_j h_C(g_j)``; see
-        :func:`monte_carlo_gaussian_width`."""
-        return monte_carlo_gaussian_width(
-            self, n_features, n_samples=n_samples, seed=seed
-        )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -552,7 +548,7 @@ class L2Ball(_NormBall):
     """The Euclidean ball ``{w : ||w||_2 <= radius}`` (Frobenius for matrices).
 
     Projection ``w min(1, R / ||w||)``; LMO ``-R g / ||g||``; support ``R ||g||_2``;
-    ``R_max = R``, diameter ``2R``, inradius ``R``; Gaussian width in closed form,
+    ``R_max = R``, diameter ``2R``; Gaussian width in closed form,
     ``R E||g||_2 = R sqrt(2) Gamma((d+1)/2) / Gamma(d/2)`` (``scipy.special.poch``).
 
     Parameters
@@ -585,10 +581,6 @@ class L2Ball(_NormBall):
         norm = np.linalg.norm(g)
         return np.zeros_like(g) if norm == 0 else -self.radius * g / norm
 
-    @property
-    def inradius(self):
-        return self.radius
-
     def gaussian_width(self, n_features=None, *, n_samples=None, seed=0):
         d = self._dim(n_features, "gaussian_width")
         return GaussianWidth(self.radius * _expected_chi(d), "closed form")
@@ -600,7 +592,7 @@ class L1Ball(_NormBall):
 
     Projection: sort-based soft thresholding (:func:`project_l1_ball`, Duchi et al.
     2008). LMO: ``-R sign(g_i) e_i`` at ``i = argmax |g_i|``; support ``R ||g||_inf``.
-    ``R_max = R``, diameter ``2R``, inradius ``R / sqrt(d)``. Gaussian width
+    ``R_max = R``, diameter ``2R``. Gaussian width
     ``R E max_i |g_i| = R int_0^inf 1 - (2 Phi(t) - 1)^d dt`` by quadrature (absolute
     error ~1e-12 R); it lies between ``0.92 R sqrt(2 ln d)`` and ``R sqrt(2 ln 2d)``
     for ``d >= 100`` but is not close to either.
@@ -639,10 +631,6 @@ class L1Ball(_NormBall):
             u.flat[i] = -self.radius * np.sign(flat[i])
         return u
 
-    @property
-    def inradius(self):
-        return self.radius / math.sqrt(self._dim(None, "inradius"))
-
     def gaussian_width(self, n_features=None, *, n_samples=None, seed=0):
         d = self._dim(n_features, "gaussian_width")
         return self._quadrature_width(*_expected_top_k_abs(d, 1))
@@ -669,8 +657,7 @@ class LpBall(_NormBall):
     per multiplier evaluation (~2.5 s at ``d = 10^6``).
 
     LMO ``-R sign(g) |g|^(q-1) / ||g||_q^(q-1)``, support ``R ||g||_q`` with
-    ``q = p / (p - 1)``. ``R_max = R max(1, d^(1/2 - 1/p))``, diameter ``2 R_max``,
-    inradius ``R min(1, d^(1/2 - 1/p))``.
+    ``q = p / (p - 1)``. ``R_max = R max(1, d^(1/2 - 1/p))``, diameter ``2 R_max``.
 
     **Gaussian width** ``R E ||g||_q``: closed form for ``p = 2``, otherwise Monte
     Carlo with a fixed seed, ``m = min(4000, 2e7 / d)`` (at least 16) samples by
@@ -762,12 +749,6 @@ class LpBall(_NormBall):
             return self.radius
         return self.radius * self._dim(None, "radius_l2") ** (0.5 - 1.0 / self.p)
 
-    @property
-    def inradius(self):
-        if self.p >= 2.0:
-            return self.radius
-        return self.radius * self._dim(None, "inradius") ** (0.5 - 1.0 / self.p)
-
     def gaussian_width(self, n_features=None, *, n_samples=None, seed=0):
         d = self._dim(n_features, "gaussian_width")
         if self.p == 2.0:
@@ -830,9 +811,9 @@ class Box(ConstraintSet):
     Projection ``clip``; LMO ``lower`` where ``g > 0`` and ``upper`` elsewhere;
     support ``sum_i c_i g_i + r_i |g_i|`` with centre ``c = (lower + upper) / 2`` and
     half-width ``r = (upper - lower) / 2``. ``R_max = ||max(|lower|, |upper|)||_2``,
-    diameter ``||upper - lower||_2``, inradius ``min_i r_i``. Gaussian width in closed
-    form, ``sum_i r_i sqrt(2 / pi)`` (the centre term has mean zero); for
-    ``[-R, R]^d`` it is ``R d sqrt(2 / pi)``.
+    diameter ``||upper - lower||_2``. Gaussian width in closed form,
+    ``sum_i r_i sqrt(2 / pi)`` (the centre term has mean zero); for ``[-R, R]^d`` it
+    is ``R d sqrt(2 / pi)``.
 
     Per-coordinate bounds of shape ``(d,)`` applied to a ``(d, K)`` matrix are
     broadcast over its columns.
@@ -919,10 +900,6 @@ class Box(ConstraintSet):
             np.linalg.norm(self._vector(self.upper) - self._vector(self.lower))
         )
 
-    @property
-    def inradius(self):
-        return float(np.min(np.asarray(self.upper) - np.asarray(self.lower))) / 2.0
-
     def _size(self, n_features=None):
         for b in (self.lower, self.upper):
             if np.ndim(b) == 1:
@@ -943,8 +920,7 @@ class ProbabilitySimplex(_RadiusSet):
 
     Projection: sort-based threshold (:func:`project_simplex`, Duchi et al. 2008).
     LMO ``R e_i`` at ``i = argmin g_i``; support ``R max_i g_i``. ``R_max = R``,
-    diameter ``R sqrt(2)`` (``0`` if ``d = 1``); the set has no interior in ``R^d``,
-    so ``inradius`` is 0 (it is not symmetric: use the l2 form of Algorithm 2).
+    diameter ``R sqrt(2)`` (``0`` if ``d = 1``).
     Gaussian width ``R E max_i g_i = R [int_0^inf 1 - Phi^d - int_-inf^0 Phi^d]`` by
     quadrature.
 
@@ -984,10 +960,6 @@ class ProbabilitySimplex(_RadiusSet):
         d = self.n_features
         return 0.0 if d == 1 else self.radius * math.sqrt(2.0)
 
-    @property
-    def inradius(self):
-        return 0.0
-
     def gaussian_width(self, n_features=None, *, n_samples=None, seed=0):
         d = self._dim(n_features, "gaussian_width")
         return self._quadrature_width(*_expected_max_normal(d))
@@ -1003,7 +975,7 @@ class GroupL12Ball(_NormBall):
     ``n'_j / n_j``, which is exact because the problem separates into a radial
     problem per group. LMO: the group ``j* = argmax ||g_j||`` gets
     ``-R g_{j*} / ||g_{j*}||``; support ``R max_j ||g_j||_2``. ``R_max = R``,
-    diameter ``2R``, inradius ``R / sqrt(m)``. Gaussian width
+    diameter ``2R``. Gaussian width
     ``R E max_j chi_{k_j} = R int_0^inf 1 - prod_j F_{chi_{k_j}}(t) dt`` by quadrature
     (exact for unequal group sizes).
 
@@ -1101,15 +1073,6 @@ class GroupL12Ball(_NormBall):
     def _dual_norm(self, g):
         return float(self.group_norms(g).max())
 
-    @property
-    def n_groups(self):
-        """Number ``m`` of groups."""
-        return self._n_groups
-
-    @property
-    def inradius(self):
-        return self.radius / math.sqrt(self._n_groups)
-
     def gaussian_width(self, n_features=None, *, n_samples=None, seed=0):
         d = self._index.size
         if n_features is not None and n_features != d:
@@ -1133,8 +1096,7 @@ class KSparsePolytope(_RadiusSet):
     at every breakpoint with prefix sums over the sorted ``|v|`` (``O(d log d)``) and
     interpolated linearly on the crossing piece. LMO: the ``k`` largest ``|g_i|`` get
     ``-tau sign(g_i)``; support ``tau * (sum of the k largest |g_i|)``.
-    ``R_max = tau sqrt(k)``, diameter ``2 tau sqrt(k)``,
-    inradius ``min(tau, k tau / sqrt(d))``. Gaussian width
+    ``R_max = tau sqrt(k)``, diameter ``2 tau sqrt(k)``. Gaussian width
     ``tau E sum_{top k} |g_i| = tau int_0^inf E min(k, N(t)) dt`` with
     ``N(t) ~ Bin(d, erfc(t / sqrt 2))``, by quadrature (exact).
 
@@ -1200,11 +1162,6 @@ class KSparsePolytope(_RadiusSet):
     @property
     def diameter(self):
         return 2.0 * self.radius_l2
-
-    @property
-    def inradius(self):
-        d = self._dim(None, "inradius")
-        return min(self.radius, self.k * self.radius / math.sqrt(d))
 
     def gaussian_width(self, n_features=None, *, n_samples=None, seed=0):
         d = self._dim(n_features, "gaussian_width")
@@ -1407,7 +1364,7 @@ def monte_carlo_gaussian_width(
     -------
     GaussianWidth
     """
-    d = constraint._dim(n_features, "monte_carlo_width")
+    d = constraint._dim(n_features, "monte_carlo_gaussian_width")
     m = check_int(n_samples, "n_samples", low=2)
     bound = constraint if constraint.n_features == d else _bind(constraint, d)
     return _lipschitz_mc(bound.support, d, bound.radius_l2, m, seed)

@@ -16,7 +16,6 @@ from skdpsco._mean_estimation._schedules import (
     axis_convex_schedule,
     axis_strongly_convex_schedule,
     convex_schedule,
-    histogram_failure_bound,
     strongly_convex_schedule,
 )
 from skdpsco._mean_estimation._truncated_mean import (
@@ -147,22 +146,6 @@ def test_axis_and_budget_schedules():
     # 'budget': the mean stage sees n = N at rho / 2.
     b = convex_schedule(N, rho, p, diameter=3.0, sample_split="budget")
     assert b.truncation_formula == pytest.approx(math.sqrt(N * math.sqrt(rho / 2) / p))
-
-
-def test_histogram_failure_bound_values():
-    # The public warning T p_step > 0.05, p_step the union of Theorem 4.2's failure
-    # bounds over the coordinates: N = 2000, d = 50, eps = 0.1 triggers it
-    # (p_step ~ 398); N = 1e5, d = 5, eps = 1 does not (T p_step ~ 7.8e-9, with or
-    # without intercept).
-    rho = approx_dp_to_zcdp(0.1, 1e-5)
-    s1 = convex_schedule(2000, rho, 50, diameter=20.0)
-    assert histogram_failure_bound(2000, s1.rho_per_iter, 50) == pytest.approx(
-        398, abs=1
-    )
-    for d in (5, 6):
-        s2 = convex_schedule(100_000, RHO_EXAMPLE, d, diameter=20.0)
-        risk = s2.n_iter * histogram_failure_bound(100_000, s2.rho_per_iter, d)
-        assert risk == pytest.approx(7.8e-9, rel=0.02)
 
 
 def test_default_gradient_bound_and_stage_size():
@@ -696,7 +679,6 @@ def test_truncation_sources_and_warnings():
     oracle = TruncatedMeanOracle()
     with pytest.raises(ValueError, match="auto"):
         oracle.calibrate(100, 1.0, (3,))
-    assert oracle.set_truncation(70.0).calibrate(100, 1.0, (3,)).truncation_ == 70.0
     assert oracle.calibrate(100, 1.0, (3,), truncation=80.0).truncation_ == 80.0
     assert (
         TruncatedMeanOracle(truncation=65.0).calibrate(9, 1.0, (2,)).truncation_ == 65

@@ -84,6 +84,7 @@ def _catoni_correction(a, b):
     appendix). Valid for
     ``b > 0``; cancels catastrophically for large ``|a|`` or ``b``, so
     :func:`catoni_psi` evaluates the same closed form regrouped (``_psi_closed``).
+    Kept as the literal eq. (9) that the tests hold ``_psi_closed`` to.
     """
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)

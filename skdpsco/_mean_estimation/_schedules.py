@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from ..utils._validation import check_int, check_real
 from ._truncated_mean import (
     MIN_TRUNCATION,
-    BucketGrid,
     _check_moment_order,
     default_gradient_bound,
     mean_stage_size,
@@ -36,7 +35,6 @@ __all__ = [
     "axis_strongly_convex_schedule",
     "convex_schedule",
     "default_gradient_bound",
-    "histogram_failure_bound",
     "strongly_convex_schedule",
 ]
 
@@ -364,52 +362,3 @@ def axis_strongly_convex_schedule(
     T = _strongly_convex_iterations(n, rho_mean, p, 2.0, s, a, b, M, max_iter)
     tau_formula = (n * n * (rho_mean / T) / p) ** 0.25
     return _schedule(T, 1.0 / (a + b), tau_formula, "last", rho)
-
-
-def histogram_failure_bound(
-    n_samples,
-    rho_per_iter,
-    dim,
-    *,
-    gradient_scale=1.0,
-    gradient_bound=None,
-    bucket_halfwidth=10.0,
-    sample_split="data",
-):
-    """Public reliability diagnostic ``p_step`` of one oracle call.
-
-    ``p_step = 2 p (R~'/tau_RE + 2) exp(-n_Y^2 rho_h / (1024 p)) + p exp(-n_Y / 50)``,
-    the union over the ``p`` coordinates of Thm 4.2's failure probability, with
-    ``R~'`` the grid's rounded range, ``n_Y = |Y|`` and ``rho_h = rho_t`` the
-    histogram stage's budget (``N`` and ``rho_t / 2`` with ``sample_split="budget"``).
-    Thm 4.2's ``exp(-m / 50)`` term is about the histogram's own sample of size
-    ``m``, so ``n_Y`` (conservative, ``n_Y <= n = |Z|``) is used. A ``T * p_step``
-    above about 0.05 means the histogram stage is unreliable: ``n sqrt(rho) / p`` is
-    too small. Public numbers only.
-
-    Examples
-    --------
-    ``N = 2000``, ``p = 50``, ``epsilon = 0.1`` (``T = 1``): a vacuous bound.
-
-    >>> round(histogram_failure_bound(2000, 2.162e-4, 50))
-    398
-    """
-    N = check_int(n_samples, "n_samples", low=1)
-    rho_t = check_real(
-        rho_per_iter, "rho_per_iter", low=0, low_open=True, allow_inf=True
-    )
-    p = check_int(dim, "dim", low=1)
-    s = check_real(gradient_scale, "gradient_scale", low=0, low_open=True)
-    R = (
-        default_gradient_bound(s, p)
-        if gradient_bound is None
-        else check_real(gradient_bound, "gradient_bound", low=0, low_open=True)
-    )
-    tau_re = check_real(bucket_halfwidth, "bucket_halfwidth", low=0, low_open=True)
-    n_y, rho_h = (N // 2, rho_t) if sample_split == "data" else (N, rho_t / 2.0)
-    grid = BucketGrid.from_bound(R / s, tau_re)
-    R_rounded = grid.half_count * grid.width
-    exponent = -(n_y**2) * rho_h / (1024.0 * p)
-    return 2.0 * p * (R_rounded / tau_re + 2.0) * math.exp(exponent) + p * math.exp(
-        -n_y / 50.0
-    )

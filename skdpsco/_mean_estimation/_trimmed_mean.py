@@ -164,6 +164,9 @@ def _clamped_trimmed_mean(z, trim_count, low, high):
 def trimmed_mean(values, trim_count, low, high):
     """``clamp(mean of z_(m+1) .. z_(n-m), low, high)`` along the last axis.
 
+    The oracle's statistic on a plain array, through the internals the oracle runs
+    blockwise; the tests check the smooth-sensitivity bound against it.
+
     Parameters
     ----------
     values : array_like of shape (..., n)
@@ -188,7 +191,9 @@ def trimmed_mean_smooth_sensitivity(values, trim_count, width, smoothness):
     ``A^(k) = max_{l=0..k+1} (z_(n-m+1+k-l) - z_(m+1-l)) / (n - 2m)`` (1-based
     order statistics); ``S = w`` when ``m = 0``. Derived in
     :class:`SmoothSensitivityTrimmedMeanOracle` (step 2); computed exactly (see
-    ``_smooth_sensitivity_scaled``).
+    ``_smooth_sensitivity_scaled``). The oracle's bound on a plain array, through
+    the internals the oracle runs blockwise: the tests check Definition 2.1 of Nissim,
+    Raskhodnikova & Smith (2007) (above the local sensitivity, ``e^t``-smooth) on it.
 
     Parameters
     ----------

@@ -181,6 +181,7 @@ class BucketGrid:
 
     @property
     def edges(self):
+        """The paper's bucket edges; the tests hold the bucket index to them."""
         J = self.half_count
         return self.width * np.arange(-(J + 1), J + 2, dtype=float)
 
@@ -511,6 +512,12 @@ def private_range_centre(values, rho_p, bound, bucket_halfwidth, rng):
     float or ndarray of shape (p,)
         Midpoint(s); a float for 1-d ``values``.
 
+    Notes
+    -----
+    The oracles' centre stage on a plain array (the oracles count through
+    ``LinearDesign`` chunks and, where exact, precomputed thresholds): the reference
+    the tests hold them to, and on which they check Thm 4.2.
+
     References
     ----------
     .. [1] Kamath, G., Liu, X. and Zhang, H. (2021). Improved rates for differentially
@@ -580,8 +587,9 @@ def truncated_mean(G, centre, radius, n):
     """``c + sum_{kept}(g - c) / max(|kept|, 3n/4)`` without noise (Alg. 3, l. 6-10).
 
     A row is kept iff ``||g - c|| <= radius`` (NaN, +-inf and overflowing norms are
-    dropped). This is the noiseless query of :class:`TruncatedMeanOracle`, exposed for
-    the sensitivity tests.
+    dropped). This is the noiseless query of :class:`TruncatedMeanOracle` on a plain
+    array: the reference the tests hold the oracle's chunked and matrix-vector mean
+    stages to, and on which they check the sensitivity below by brute force.
 
     Sensitivity (replace-one inside ``Z``, ``c`` fixed, ``r`` = ``radius``; the paper
     omits the proof (Appendix C.4 defers to KSU20), so it is derived here in the style
@@ -628,7 +636,8 @@ def axis_truncated_mean(G, centre, halfwidth, n):
     Coordinate ``j`` keeps the rows with ``|g_j - c_j| <= halfwidth`` and divides by
     ``max(count_j, 3n/4)``. By the 1-d case of :func:`truncated_mean` each coordinate
     has sensitivity ``8 halfwidth / (3n)``, so the ``p`` coordinates together have
-    l2-sensitivity ``8 halfwidth sqrt(p) / (3n)``.
+    l2-sensitivity ``8 halfwidth sqrt(p) / (3n)``. The reference the tests hold
+    :class:`AxisTruncatedMeanOracle`'s clipped and masked mean stages to.
     """
     G = np.asarray(G, dtype=float)
     centre = np.asarray(centre, dtype=float)
@@ -682,8 +691,8 @@ class TruncatedMeanOracle(GradientMeanOracle):
     truncation : "auto" or float, default="auto"
         ``tau`` (ball radius ``tau sqrt(p) s``). ``"auto"``: the caller supplies it
         from :mod:`skdpsco._mean_estimation._schedules` (the convex ``tau`` depends on the
-        *total* budget, which the oracle does not see), either with
-        :meth:`set_truncation` or ``calibrate(..., truncation=tau)``. ``inf`` (what
+        *total* budget, which the oracle does not see) with
+        ``calibrate(..., truncation=tau)``. ``inf`` (what
         the schedules give at ``rho = inf``) is accepted only in the non-private
         testing mode ``rho = inf``: every finite gradient is kept.
     gradient_bound : float or None, default=None
@@ -773,32 +782,18 @@ class TruncatedMeanOracle(GradientMeanOracle):
         )
         self.moment_order = _check_moment_order(moment_order)
         self.sample_split = _check_sample_split(sample_split)
-        self._truncation_override = None
 
     # ----------------------------------------------------------------- set-up
-
-    def set_truncation(self, tau):
-        """Supply ``tau`` (e.g. from the schedule) for ``truncation="auto"``.
-
-        Precedence in :meth:`calibrate`: its ``truncation`` argument, then this
-        value, then the constructor's float. Returns ``self``.
-        """
-        self._truncation_override = check_real(
-            tau, "truncation", low=0, low_open=True, allow_inf=True
-        )
-        return self
 
     def _resolve_truncation(self, truncation):
         if truncation is not None:
             return check_real(
                 truncation, "truncation", low=0, low_open=True, allow_inf=True
             )
-        if self._truncation_override is not None:
-            return self._truncation_override
         if self.truncation == "auto":
             raise ValueError(
                 "truncation='auto' needs tau from the solver schedule "
-                "(skdpsco._mean_estimation._schedules): call set_truncation(tau) or "
+                "(skdpsco._mean_estimation._schedules): call "
                 "calibrate(..., truncation=tau)."
             )
         return self.truncation
@@ -835,8 +830,8 @@ class TruncatedMeanOracle(GradientMeanOracle):
         shape : tuple of int
             Parameter shape ``(dim,)`` or ``(dim, K)``; ``p = prod(shape)``.
         truncation : float or None
-            ``tau`` for this fit; ``None`` falls back to :meth:`set_truncation`, then
-            to the constructor's value.
+            ``tau`` for this fit; ``None`` falls back to the constructor's
+            value.
 
         Returns
         -------

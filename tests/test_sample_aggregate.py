@@ -31,7 +31,6 @@ from skdpsco._solvers._sample_aggregate import (
     project_rows_l2_ball,
     release_parameters,
     sample_and_aggregate,
-    smooth_upper_bound,
 )
 from skdpsco.exceptions import PrivacyBudgetError
 from skdpsco.privacy import MechanismRecord, PrivacySpent
@@ -306,9 +305,6 @@ def test_smooth_bound_and_centre_match_reference():
         Z = project_rows_l2_ball(rng.normal(size=(m, 2)) * rng.uniform(0.05, 2), 1.0)
         beta = float(rng.uniform(0.01, 1.0))
         expected = corrected_bound_reference(Z, s, beta, 2.0)
-        for chunk in (7, sa._CHUNK_ENTRIES):
-            got = smooth_upper_bound(Z, s, beta, 2.0, chunk_entries=chunk)
-            assert got == pytest.approx(expected, rel=1e-12)
         t0 = _t0(m, s)
         np.testing.assert_array_equal(
             centre_of_attention(Z, t0), centre_reference(Z, t0)
@@ -327,7 +323,7 @@ def test_identical_solutions_give_the_lambda_tail_exactly(m):
     point = np.array([0.3, -0.4, 0.5])
     Z = np.tile(point, (m, 1))
     expected = 2 * (2 * R) * math.exp(-beta * k_star)
-    assert smooth_upper_bound(Z, s, beta, 2 * R) == expected
+    assert sa._aggregate(Z, s, beta, 2 * R)[1] == expected
     np.testing.assert_array_equal(centre_of_attention(Z, t0), point)
 
 
@@ -339,8 +335,8 @@ def test_smoothness_regression_corrected_vs_k_largest():
     z[m - s :, 0] = 1.0  # s solutions at distance R
     z_prime = np.zeros((m, 2))  # the neighbour moves them to 0
     S, S_prime = (
-        smooth_upper_bound(z, s, beta, lam),
-        smooth_upper_bound(z_prime, s, beta, lam),
+        sa._aggregate(z, s, beta, lam)[1],
+        sa._aggregate(z_prime, s, beta, lam)[1],
     )
     assert S == pytest.approx(2 * math.exp(-3))
     assert S_prime == pytest.approx(4 * math.exp(-4))

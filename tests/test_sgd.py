@@ -9,7 +9,6 @@ from sklearn.preprocessing import StandardScaler
 from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
 from skdpsco._design import LinearDesign
 from skdpsco._mean_estimation import AveragedClipBatchOracle, PerExampleClipBatchOracle
-from skdpsco._solvers._sgd import poisson_batch
 from skdpsco.privacy import (
     noise_multiplier_for_rdp,
     rdp_poisson_subsampled_gaussian,
@@ -19,6 +18,7 @@ from skdpsco.privacy._accounting import (
     DEFAULT_RDP_ORDERS,
     calibrate_poisson_noise_multiplier,
 )
+from skdpsco.privacy._discrete import poisson_batches
 from skdpsco.privacy._params import _non_private_testing_mode
 
 SGD_ALGORITHMS = ["aclipped_sgd", "dp_sgd", "r_aclipped_sgd"]
@@ -30,8 +30,8 @@ def test_poisson_batches_include_each_record_independently_with_rate_q():
     rng = np.random.default_rng(1)
     hits = np.zeros(n)
     sizes = []
-    for _ in range(reps):
-        rows = poisson_batch(n, q, rng)
+    # The batches noisy_sgd draws (the seeded branch: Binomial count, uniform subset).
+    for rows in poisson_batches(rng, n, q, reps):
         hits[rows] += 1
         sizes.append(rows.size)
     # Each inclusion frequency within a 5-sigma band of q, sizes ~ Binomial(n, q).

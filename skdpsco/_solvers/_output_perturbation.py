@@ -15,8 +15,8 @@ Privacy (replace-one neighbours, ``n`` public). For the exact minimisers of two
 neighbouring objectives, summing the two lambda-strong-convexity inequalities gives
 ``lambda ||w* - w*'||^2 <= (2L/n) ||w* - w*'||``, i.e. l2-sensitivity ``2L/(lambda n)``
 (Ghazi et al., proof of Thm 7.1; the text's 4L/(lambda n) is conservative). The solve
-is approximate, so :func:`~skdpsco._solvers._certified.certified_minimize` must
-certify ``||w_hat - w*|| <= tol_w`` for a ``tol_w`` fixed from public quantities
+is approximate, so :func:`~skdpsco._solvers._certified.certified_minimize_fixed`
+must certify ``||w_hat - w*|| <= tol_w`` for a ``tol_w`` fixed from public quantities
 *before* the solve (never the achieved value, which depends on the data); by the
 triangle inequality through ``w*(S)`` and ``w*(S')`` the released point then has
 l2-sensitivity ``2L/(lambda n) + 2 tol_w``. No certificate, no release: the solver

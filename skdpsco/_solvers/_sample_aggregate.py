@@ -26,7 +26,7 @@ Privacy argument (replace-one neighbours, ``n`` public)
    approximate solver, or a non-finite output on heavy-tailed data, would break
    this bound silently, so it is enforced as per-subset post-processing.
 3. *Smooth bound.* ``S = 2 max_k rho_k e^{-beta k}`` with the order-statistic
-   ``rho_k`` of :func:`smooth_upper_bound` (*not* the "mean of the ``K`` largest"
+   ``rho_k`` of ``_aggregate`` (*not* the "mean of the ``K`` largest"
    of Algorithm 1, step 5, which is not smooth: see that function) and
    ``beta = eps / (4 (d + ln(2/delta)))`` (:func:`nrs_gaussian_parameters`). For
    ``z, z'`` differing in at most ``s_NRS`` entries,
@@ -117,7 +117,7 @@ References
 """
 
 import math
-from numbers import Integral, Real
+from numbers import Integral
 from typing import NamedTuple
 
 import numpy as np
@@ -150,7 +150,6 @@ __all__ = [
     "project_rows_l2_ball",
     "release_parameters",
     "sample_and_aggregate",
-    "smooth_upper_bound",
 ]
 
 #: Largest number of subsets accepted. The aggregation takes O(m_sub^2 d) time (exact
@@ -323,7 +322,7 @@ def minimum_n_subsets(epsilon, delta, dim):
     ``max(ceil(16 (d + ln(2/delta))^2 / eps^2), ceil(4 d^2 / eps^2) + 1)``: the
     paper's conditions ``ceil(s_NRS / beta) <= m_sub`` (Algorithm 1) and
     ``eps > 2 d / sqrt(m_sub)`` (Theorem 1). With the corrected smooth bound both
-    are utility conditions, not privacy ones (see :func:`smooth_upper_bound`).
+    are utility conditions, not privacy ones (see ``_aggregate``).
 
     Examples
     --------
@@ -440,62 +439,6 @@ def _smooth_bound_from_table(R, s_nrs, beta, diameter):
     return 2.0 * S_half
 
 
-def _check_smooth_args(s_nrs, beta, diameter):
-    if isinstance(s_nrs, bool) or not isinstance(s_nrs, Integral) or s_nrs < 1:
-        raise ValueError(f"s_nrs must be an integer >= 1, got {s_nrs!r}.")
-    if not (isinstance(beta, Real) and beta > 0 and math.isfinite(beta)):
-        raise ValueError(f"beta must be a finite real > 0, got {beta!r}.")
-    if not (isinstance(diameter, Real) and diameter > 0 and math.isfinite(diameter)):
-        raise ValueError(f"diameter must be a finite real > 0, got {diameter!r}.")
-    return int(s_nrs), float(beta), float(diameter)
-
-
-def smooth_upper_bound(Z, s_nrs, beta, diameter, *, chunk_entries=_CHUNK_ENTRIES):
-    """Corrected beta-smooth upper bound ``S(z)`` of sample-and-aggregate.
-
-    ``S = 2 max_{k >= 0} rho_k e^{-beta k}``, where ``rho_k`` is the
-    ``((k + 1) s + 1)``-th smallest of ``{r_1(t), ..., r_m(t)}`` at
-    ``t = t0 + (k + 1) s``, ``t0 = ceil((m + s) / 2) + 1``, and ``rho_k = Lambda``
-    (``diameter``) once ``t > m``; the max stops at that first ``k = k*``.
-
-    Why: for ``z'`` differing from ``z`` in at most
-    ``s`` entries, with ``U`` the unchanged indices (``|U| >= m - s``), the
-    ``t0``-balls of both centres share a point (``2 t0 - s > m``) and
-    ``r'_c(t0) <= r_c(t0 + s)`` for ``c`` in ``U``, so
-    ``||g(z) - g(z')|| <= 2 min_{c in U} r_c(t0 + s) <= 2 rho_0(z)``; iterating bounds
-    the local sensitivity at distance ``k`` by ``2 rho_k``, and
-    ``rho_k(z) <= rho_{k+1}(z')`` makes ``S`` beta-smooth. The paper's "mean of the
-    ``ceil(s / beta)`` largest ``r_i(t)``" printed in Algorithm 1, step 5, is *not*
-    smooth: with ``m - s`` solutions at 0 and ``s`` at distance ``R``, which one
-    record moves to 0, ``S(z) / S(z')`` is far above ``e^beta`` once ``m`` is large
-    (a test checks this counterexample).
-
-    Parameters
-    ----------
-    Z : ndarray of shape (m_sub, d)
-        Subset solutions, all inside a ball of diameter ``diameter`` (the bound is
-        only valid then; :func:`sample_and_aggregate` projects them first).
-    s_nrs : int
-        Number of entries one record can change (``floor(sqrt(m_sub))``).
-    beta : float
-        Smoothness parameter ``beta_NRS``.
-    diameter : float
-        ``Lambda``, the diameter of the set the solutions lie in (``2 radius``).
-
-    Returns
-    -------
-    float
-    """
-    Z = _check_points(Z)
-    s_nrs, beta, diameter = _check_smooth_args(s_nrs, beta, diameter)
-    m = Z.shape[0]
-    t0 = _first_rank(m, s_nrs)
-    k_star = _tail_index(m, s_nrs, t0)
-    ranks = t0 + (np.arange(k_star) + 1) * s_nrs
-    R = _distance_order_statistics(Z, ranks, diameter, chunk_entries)
-    return _smooth_bound_from_table(R, s_nrs, beta, diameter)
-
-
 def centre_of_attention(Z, t0, *, chunk_entries=_CHUNK_ENTRIES):
     """The solution ``z_{i*}`` with ``i* = argmin_i r_i(t0)`` (first on ties).
 
@@ -510,7 +453,30 @@ def centre_of_attention(Z, t0, *, chunk_entries=_CHUNK_ENTRIES):
 
 
 def _aggregate(Z, s_nrs, beta, diameter):
-    """``(g, S)`` from one pass over the pairwise distances (module-private)."""
+    """``(g, S)``: the centre of attention and the corrected beta-smooth bound.
+
+    One pass over the pairwise distances gives both ``g = z_{i*}``,
+    ``i* = argmin_i r_i(t0)`` (as :func:`centre_of_attention`), and
+    ``S = 2 max_{k >= 0} rho_k e^{-beta k}``, where ``rho_k`` is the
+    ``((k + 1) s + 1)``-th smallest of ``{r_1(t), ..., r_m(t)}`` at
+    ``t = t0 + (k + 1) s``, ``t0 = ceil((m + s) / 2) + 1``, and ``rho_k = Lambda``
+    (``diameter``) once ``t > m``; the max stops at that first ``k = k*``.
+
+    Why ``S`` is a beta-smooth upper bound on the local sensitivity of ``g`` (NRS07
+    §2): for ``z'`` differing from ``z`` in at most ``s`` entries, with ``U`` the
+    unchanged indices (``|U| >= m - s``), the ``t0``-balls of both centres share a
+    point (``2 t0 - s > m``) and ``r'_c(t0) <= r_c(t0 + s)`` for ``c`` in ``U``, so
+    ``||g(z) - g(z')|| <= 2 min_{c in U} r_c(t0 + s) <= 2 rho_0(z)``; iterating
+    bounds the local sensitivity at distance ``k`` by ``2 rho_k``, and
+    ``rho_k(z) <= rho_{k+1}(z')`` makes ``S`` beta-smooth. The paper's "mean of the
+    ``ceil(s / beta)`` largest ``r_i(t)``" printed in Algorithm 1, step 5, is *not*
+    smooth: with ``m - s`` solutions at 0 and ``s`` at distance ``R``, which one
+    record moves to 0, ``S(z) / S(z')`` is far above ``e^beta`` once ``m`` is large
+    (a test checks this counterexample).
+
+    ``Z`` must lie in a ball of diameter ``diameter`` (:func:`_release_solutions`
+    projects it first); ``s_nrs`` is the number of entries one record can change.
+    """
     m = Z.shape[0]
     t0 = _first_rank(m, s_nrs)
     k_star = _tail_index(m, s_nrs, t0)
@@ -814,12 +780,16 @@ def nrs_release(Z, s_nrs, epsilon, delta, radius, rng):
     Projects every solution into the ball of ``radius`` (non-finite ones become 0:
     ``Lambda = 2 radius`` must bound every distance), picks the centre of attention
     ``g``, computes the corrected ``beta``-smooth bound ``S``
-    (:func:`smooth_upper_bound`), releases ``g`` by propose-test-release on ``S``
+    (``_aggregate``), releases ``g`` by propose-test-release on ``S``
     (a pure-DP upper bound ``S_hat``, then the grid Gaussian mechanism at
     sensitivity ``S_hat``; module docstring, item 4) and projects the release
     (post-processing). A record can change at most ``s_nrs`` rows of ``Z``; the
     guarantee is ``(epsilon, delta)``-DP under that relation whatever ``len(Z)``
     (the subset count only matters for accuracy). ``epsilon = inf`` releases ``g``.
+
+    :func:`sample_and_aggregate` runs the same ``_release_solutions`` with the
+    parameters that also build its record; this entry point is the release on its
+    own, which the privacy audits run at the mechanism level.
     """
     dim = Z.shape[1]
     params = None if math.isinf(epsilon) else release_parameters(epsilon, delta, dim)

@@ -20,18 +20,11 @@ import math
 import numpy as np
 
 from ..privacy._accounting import calibrate_poisson_noise_multiplier
-from ..privacy._discrete import poisson_batches, poisson_subsample
+from ..privacy._discrete import poisson_batches
 from ._gradient_descent import project_l2_ball
 from ._result import SolverResult
 
-__all__ = ["noisy_sgd", "poisson_batch"]
-
-
-def poisson_batch(n_samples, sampling_rate, rng):
-    """Indices of a Poisson batch: each of ``n`` records kept with probability ``q``
-    (from the secure source for ``random_state=None``: the amplification by
-    subsampling needs the batch secret; see :func:`poisson_subsample`)."""
-    return poisson_subsample(rng, n_samples, sampling_rate)
+__all__ = ["noisy_sgd"]
 
 
 def noisy_sgd(

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from .utils._sparse import fresh_view
 from .utils._validation import check_real
 
-__all__ = ["ROW_BOUND_SLACK", "enforce_row_bounds", "row_l1_l2_norms"]
+__all__ = ["ROW_BOUND_SLACK", "enforce_row_bounds"]
 
 _METHODS = ("clip_l1", "truncate")
 
@@ -273,17 +273,3 @@ def enforce_row_bounds(X, *, sparsity, row_norm_bound, method="clip_l1"):
     out = np.array(X, copy=True)
     out[changed] = (X[changed] / m[changed, None]) * factor[changed, None]
     return out
-
-
-def row_l1_l2_norms(X):
-    """``(||x_i||_1, ||x_i||_2)`` of every row, overflow-safe (inf if not finite).
-
-    For tests and diagnostics on *public* or already-enforced data.
-    """
-    if sp.issparse(X):
-        X = X.tocsr() if X.format not in ("csr", "csc") else X
-        m, r2, r1 = _sparse_row_stats(_canonical(X))
-    else:
-        m, r2, r1 = _dense_row_stats(np.asarray(X, dtype=float))
-    with np.errstate(over="ignore"):
-        return m * r1, m * r2

@@ -9,13 +9,13 @@ from scipy import stats
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from skdpsco._column_scaling import window_moments
 from skdpsco.exceptions import PrivacyLeakWarning
 from skdpsco.preprocessing import DPStandardScaler
 from skdpsco.preprocessing._data import (
     MEAN_BUDGET_FRACTION,
     ROBUST_TRUNCATION,
     SCALE_FLOOR,
-    clipped_moments,
 )
 from skdpsco.privacy import PrivacySpent, gdp_to_approx_dp
 from skdpsco.privacy._accounting import gaussian_rho_budget
@@ -32,6 +32,15 @@ EPS, DELTA = 1.0, 1e-5
 
 def _data(n=200, d=3, loc=3.0, seed=0, std=1.0):
     return np.random.default_rng(seed).normal(loc, std, size=(n, d))
+
+
+def clipped_moments(X, lower, upper):
+    """The clipped moments the "clipped" method releases (window_moments, in units of
+    the half-width h), back in the data's units: mean and second moment of
+    clip(x, lower, upper) - (lower + upper) / 2."""
+    h = (upper - lower) / 2.0
+    m, s = window_moments(X, (lower + upper) / 2.0, h)
+    return m * h, s * h * h
 
 
 def _chi2_in_band(residuals, sigma, level=1e-3):

@@ -43,7 +43,6 @@ __all__ = [
     "SCALE_FLOOR",
     "DPRobustScaler",
     "DPStandardScaler",
-    "clipped_moments",
 ]
 
 #: Share of the zCDP budget spent on the mean when the scale is estimated too; the
@@ -67,32 +66,6 @@ _DEFAULT_BOUNDS = (-10.0, 10.0)
 #: Truncation ``tau`` of the robust method: Kamath, Liu & Zhang (2021), Thm 4.1 need
 #: ``tau >= max(60, 6 tau_RE)`` with the bucket half-width ``tau_RE = 10``.
 ROBUST_TRUNCATION = 60.0
-
-
-def clipped_moments(X, lower, upper):
-    """Noiseless clipped moments: ``(m, s)`` with ``z = clip(x, lower, upper) - c``.
-
-    ``c = (lower + upper) / 2``; ``m_j = (1/n) sum_i z_ij`` and
-    ``s_j = (1/n) sum_i z_ij^2``. With ``h = (upper - lower) / 2`` every
-    ``z_ij`` lies in ``[-h_j, h_j]``, whatever ``x_ij`` (``+-inf`` included), so
-    replacing one record moves ``m_j`` by at most ``2 h_j / n`` and ``s_j`` (its
-    summands in ``[0, h_j^2]``) by at most ``h_j^2 / n``. In units of each
-    feature's half-width, ``m_j / h_j`` and ``s_j / h_j^2``, the l2-sensitivities
-    are ``2 sqrt(d) / n`` and ``sqrt(d) / n`` (``n`` public): the moments of
-    :func:`skdpsco._column_scaling.window_moments`, in the box's units.
-
-    Parameters
-    ----------
-    X : ndarray of shape (n, d)
-    lower, upper : ndarray of shape (d,)
-
-    Returns
-    -------
-    m, s : ndarray of shape (d,)
-    """
-    h = (upper - lower) / 2.0
-    m, s = window_moments(X, (lower + upper) / 2.0, h)
-    return m * h, s * h * h
 
 
 def _check_bounds(bounds, n_features):
@@ -355,7 +328,8 @@ default=None
     ``"clipped"`` releases the moments in units of each feature's half-width,
     ``m_j / h_j`` (sensitivity ``2 sqrt(d) / n``) and ``s_j / h_j^2``
     (``sqrt(d) / n``), so every feature gets the same noise relative to its box
-    whatever the other features' boxes (see :func:`clipped_moments`).
+    whatever the other features' boxes (see
+    :func:`skdpsco._column_scaling.window_moments`).
     ``"robust"``: ``8 tau s sqrt(d) / (3 n)`` for the mean and
     ``8 tau s^2 sqrt(d) / (3 n)`` for the second moment, ``tau = 60`` (Kamath et
     al., case analysis in

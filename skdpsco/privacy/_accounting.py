@@ -526,7 +526,9 @@ def noise_multiplier_for_rdp(
     """Smallest noise multiplier for which ``steps`` subsampled Gaussian steps are DP.
 
     Bisection on ``z`` (the composed epsilon is non-increasing in ``z``); the returned
-    ``z`` certifies ``epsilon`` (upper end of the bracket).
+    ``z`` certifies ``epsilon`` (upper end of the bracket). Public API, under
+    add/remove-one neighbours; the estimators calibrate the replace-one statement
+    with :func:`calibrate_poisson_noise_multiplier`.
     """
     orders = _as_orders(orders)
 

@@ -168,8 +168,8 @@ def closed_form_step_cost(epsilon, delta, n_samples, level):
 
     Ghazi et al., Lemma 5.3, which bounds :func:`step_cost` with ``e^x - 1 <= 2x``;
     that inequality holds only for ``x <= 1.2564``, so this is an upper bound on the
-    exact cost only for ``epsilon <= 13.4``. Kept for tests and
-    for comparison; the solvers charge the exact value.
+    exact cost only for ``epsilon <= 13.4``. The solvers charge the exact value;
+    this is the paper's formula the tests compare :func:`step_cost` with.
     """
     _batch_rate(n_samples, level)
     a = (3.0 * 2 ** (level + 1) + 1.0) / (16.0 * n_samples)
@@ -247,12 +247,6 @@ class PrivacyFilter:
             <= self.epsilon
         )
         return eps_ok and self.sum_delta + delta_t <= self.delta_double_prime
-
-    def charge(self, epsilon_t, delta_t):
-        """Record a step; it must fit (a charge past the filter is a bug)."""
-        if not self.fits(epsilon_t, delta_t):
-            raise RuntimeError("PrivacyFilter.charge: the step exceeds the filter.")
-        self._add(epsilon_t, delta_t)
 
     def try_charge(self, epsilon_t, delta_t):
         """Charge the step and return True if it fits; otherwise return False."""

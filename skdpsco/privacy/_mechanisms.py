@@ -139,7 +139,12 @@ def gaussian_noise(rng, sigma, size=None):
 
 
 def laplace_noise(rng, scale, size=None):
-    """Draw Laplace(0, ``scale``) noise of the given size (``scale=0`` gives zeros)."""
+    """Draw Laplace(0, ``scale``) noise of the given size (``scale=0`` gives zeros).
+
+    Raw floating-point noise, part of the public API: added to a value it is not a
+    safe release (its floating-point outputs leak, Mironov 2012), which is why
+    :class:`LaplaceMechanism` releases on a grid with discrete noise instead.
+    """
     _check_rng(rng)
     if not (scale >= 0 and math.isfinite(scale)):
         raise ValueError(f"scale must be finite and >= 0, got {scale!r}.")

@@ -33,7 +33,8 @@ Accounting (the theorems used, exactly as stated):
   real ``lambda_hat >= 1`` in closed form.
 * Papernot & Steinke (2022), **Corollary 3** (pure DP): if ``Q`` is ``eps``-DP then
   ``A`` is ``(2 + eta) eps``-DP; with ``eta = 1`` this is Liu & Talwar's (2019)
-  ``3 eps`` for geometric random stopping (:func:`pure_dp_repeat_and_select`).
+  ``3 eps`` for geometric random stopping. It is the limit of Theorem 2 at large
+  orders; the search accounts its runs in zCDP, so only Theorem 2 is implemented.
 
 Only ``eta >= 0`` is supported: Definition 1 also allows ``eta in (-1, 0)``, but the
 two reference implementations we cross-check with (Google's ``dp_accounting``,
@@ -61,7 +62,6 @@ from ._records import MechanismRecord
 __all__ = [
     "SELECTION_ORDERS",
     "calibrate_selection_rho",
-    "pure_dp_repeat_and_select",
     "rdp_repeat_and_select",
     "selection_epsilon",
     "selection_record",
@@ -145,6 +145,10 @@ def tnb_gamma(eta, mean):
 def tnb_pmf(k, eta, gamma):
     """``P[K = k]`` under ``D_{eta, gamma}`` (Papernot & Steinke 2022, Def. 1).
 
+    The reference the tests hold the search's sampler
+    (:func:`~skdpsco.privacy._mechanisms.truncated_negative_binomial`) and
+    :func:`tnb_mean` to.
+
     Parameters
     ----------
     k : int or array-like of int
@@ -205,6 +209,12 @@ def rdp_repeat_and_select(orders, rdp, eta, gamma, *, kl=None):
     -------
     ndarray
         RDP of the selection at ``orders``.
+
+    Notes
+    -----
+    The search accounts through the closed form of :func:`zcdp_repeat_and_select_rdp`;
+    this grid form is the reference the tests hold it to (and cross-check with
+    Google's ``dp_accounting``).
     """
     eta, gamma = _check_eta_gamma(eta, gamma)
     orders = np.asarray(orders, dtype=float)
@@ -254,17 +264,6 @@ def zcdp_repeat_and_select_rdp(rho, eta, gamma, orders=None):
         inner = log_inv_gamma
     log_mean = math.log(tnb_mean(eta, gamma))
     return orders, orders * rho + (1.0 + eta) * inner + log_mean / (orders - 1.0)
-
-
-def pure_dp_repeat_and_select(epsilon, eta):
-    """Pure DP of the best of ``K ~ D_{eta, gamma}`` runs of an ``epsilon``-DP run.
-
-    Papernot & Steinke (2022), Corollary 3: ``(2 + eta) epsilon``-DP, for every
-    ``gamma``; ``eta = 1`` (geometric) is Liu & Talwar's (2019) ``3 epsilon``.
-    """
-    eta = _check_eta(eta)
-    epsilon = check_real(epsilon, "epsilon", low=0.0, allow_inf=True)
-    return (2.0 + eta) * epsilon
 
 
 def selection_epsilon(rho, delta, eta, gamma, orders=None):

@@ -109,8 +109,10 @@ def test_privacy_filter_never_exceeds_its_target():
     assert filt.sum_sq_epsilon == pytest.approx(sq)
     assert filt.n_steps == len(admitted) > 10
     assert filt.delta == 2e-6
-    with pytest.raises(RuntimeError):
-        filt.charge(1.0, 0.0)
+    # A step past the filter is refused and charges nothing.
+    assert not filt.try_charge(1.0, 0.0)
+    assert filt.n_steps == len(admitted)
+    assert filt.sum_sq_epsilon == pytest.approx(sq)
 
 
 def test_filter_with_infinite_epsilon_stops_on_delta_only():

@@ -14,6 +14,7 @@ from skdpsco.privacy import (
     approx_dp_to_gdp,
     approx_dp_to_zcdp,
     calibrate_analytic_gaussian,
+    compose_zcdp,
     gaussian_delta,
     gaussian_rho_budget,
     gdp_to_approx_dp,
@@ -390,3 +391,15 @@ def test_calibration_round_trip_never_overstates_at_tiny_epsilon(delta):
     for epsilon in np.geomspace(1e-9, 10.0, 41):
         sigma = calibrate_analytic_gaussian(epsilon, delta)
         assert gdp_to_approx_dp(1.0 / sigma, delta) <= epsilon
+
+
+def test_compose_zcdp_adds_the_budgets():
+    # Bun & Steinke (2016), Lemma 2.3: releases at rho_1 and rho_2 compose to
+    # (rho_1 + rho_2)-zCDP (exact sums of dyadic budgets).
+    rho_1, rho_2 = 0.125, 0.5
+    assert compose_zcdp([rho_1, rho_2, 0.0]) == 0.625
+    assert compose_zcdp(iter([rho_1] * 8)) == 1.0
+    assert compose_zcdp([]) == 0.0
+    assert compose_zcdp([0.1, math.inf]) == math.inf
+    with pytest.raises(ValueError, match="rho"):
+        compose_zcdp([0.1, -0.2])

@@ -16,7 +16,6 @@ from skdpsco.privacy._mechanisms import truncated_negative_binomial
 from skdpsco.privacy._selection import (
     SELECTION_ORDERS,
     calibrate_selection_rho,
-    pure_dp_repeat_and_select,
     rdp_repeat_and_select,
     selection_epsilon,
     tnb_gamma,
@@ -153,14 +152,11 @@ def test_grid_form_is_the_closed_form_on_a_fine_grid():
 @pytest.mark.parametrize("eta", ETAS)
 def test_pure_dp_corollary3_is_the_limit_of_theorem2(eta):
     eps = 0.3
-    assert pure_dp_repeat_and_select(eps, eta) == pytest.approx((2 + eta) * eps)
     # An eps-DP run is (lambda, eps)-RDP at every order; at huge lambda, lambda_hat
     # Theorem 2 tends to Corollary 3's (2 + eta) eps.
     orders = np.array([1e9])
     rdp = rdp_repeat_and_select(orders, np.array([eps]), eta, tnb_gamma(eta, 10.0))
     assert rdp[0] == pytest.approx((2 + eta) * eps, rel=1e-6)
-    # Liu & Talwar (2019): geometric random stopping costs 3 eps.
-    assert pure_dp_repeat_and_select(eps, 1.0) == pytest.approx(3 * eps)
 
 
 # ------------------------------------------------------------------ dp_accounting

@@ -1348,7 +1348,9 @@ def monte_carlo_gaussian_width(
     ``h_C`` is ``R_max``-Lipschitz, so the estimate is within ``4 R_max / sqrt(m)`` of
     ``G_C`` except with probability ``2 exp(-8) < 7e-4`` (Gaussian concentration;
     Boucheron, Lugosi, Massart 2013, Theorem 5.6) and its variance is at most
-    ``R_max^2 / m`` (Gaussian Poincare inequality).
+    ``R_max^2 / m`` (Gaussian Poincare inequality). No set's width is computed
+    here (:class:`LpBall` runs the same estimator with a batched support); the tests
+    check the stated bound through it on the sets whose width is exact.
 
     Parameters
     ----------

@@ -440,6 +440,11 @@ def l1_recovery_mean(
     calibration of ``3L/n`` at the full ``(epsilon, delta)``. Decoding and the final
     zeroing are post-processing.
 
+    The ``(epsilon, delta)`` form that
+    :func:`~skdpsco._solvers._bias_reduced_sgd.bias_reduced_gradient`'s
+    ``mean_estimator`` accepts (no estimator plugs it in: they run Algorithm 1
+    there, and :class:`L1RecoveryMeanOracle`, the zCDP form, for gradient descent).
+
     Parameters
     ----------
     G : ndarray or scipy.sparse matrix of shape (n, d)

@@ -15,7 +15,6 @@ from skdpsco._mean_estimation._sparse_mean import (
     MAX_MEASUREMENT_ENTRIES,
     L1RecoveryMeanOracle,
     ProjectionMeanOracle,
-    l1_recovery_mean,
     projection_mean,
     sparse_clip_coefficients,
 )
@@ -31,6 +30,16 @@ def sparse_rows(n, d, s, rng, norm=0.9):
     vals = rng.normal(size=n * s).reshape(n, s)
     vals *= norm / np.linalg.norm(vals, axis=1, keepdims=True)
     return sp.csr_matrix((vals.ravel(), (np.repeat(np.arange(n), s), cols)), (n, d))
+
+
+def l1_recovery_estimate(G, norm_bound, sparsity, rho, rng, **kwargs):
+    """L1RecoveryMeanOracle on the rows of ``G`` (gradients ``1 * g_i``), calibrated
+    at ``rho`` (``inf``: the testing mode); returns ``(estimate, oracle)``."""
+    n, d = G.shape
+    oracle = L1RecoveryMeanOracle(norm_bound, sparsity, **kwargs)
+    oracle.calibrate(n, rho, (d,))
+    design = LinearDesign(sp.csr_matrix(G), False)
+    return oracle.estimate(design, np.ones(n), rng), oracle
 
 
 def chi2_band(stat, dof, level=1e-4):
@@ -126,26 +135,18 @@ def test_projection_mean_noise_scale_in_confidence_band():
 
 
 def test_l1_recovery_measurement_noise_in_confidence_band(monkeypatch):
-    n, d, L, s, eps, delta, m = 30, 3000, 1.0, 3, 0.8, 1e-6, 100
+    n, d, L, s, rho, m = 30, 3000, 1.0, 3, 0.5, 100
     captured = []
-    monkeypatch.setattr(sm, "_decode", lambda A, b, *a: captured.append(b) or b)
+    monkeypatch.setattr(
+        sm, "_decode", lambda A, b, *a: captured.append(b) or np.zeros(A.shape[1])
+    )
     G = sp.csr_matrix((n, d))  # zero measurements: b is the noise
     for _ in range(20):
-        _, rec = l1_recovery_mean(
-            G,
-            norm_bound=L,
-            sparsity=s,
-            epsilon=eps,
-            delta=delta,
-            rng=RNG,
-            n_measurements=m,
-        )
-    sigma = calibrate_analytic_gaussian(eps, delta, 3 * L / n)
-    assert rec.sensitivity == pytest.approx(3 * L / n) and rec.scale == sigma
-    # The oracle's compressed-sensing branch at rho: noise_scale is its sigma.
-    oracle = L1RecoveryMeanOracle(L, s, n_measurements=m).calibrate(n, 0.5, (d,))
-    assert oracle.branch_ == "cs"
-    assert oracle.noise_scale == pytest.approx(3 * L / n / math.sqrt(2 * 0.5))
+        _, oracle = l1_recovery_estimate(G, L, s, rho, RNG, n_measurements=m)
+    # The compressed-sensing branch at rho: sensitivity 3L/n, sigma = Delta/sqrt(2 rho).
+    sigma = 3 * L / n / math.sqrt(2 * rho)
+    assert oracle.branch_ == "cs" and oracle.mechanism_.sensitivity == 3 * L / n
+    assert oracle.noise_scale == pytest.approx(sigma, rel=1e-12)
     b = np.concatenate(captured)
     assert b.size == 20 * m
     assert chi2_band(np.sum(b**2) / sigma**2, b.size)
@@ -202,13 +203,12 @@ def test_projection_oracle_sensitivity_under_adversarial_neighbours(
     assert np.abs(moved).sum() > 3 * L * math.sqrt(s) / n
 
 
-def test_plain_functions_sensitivity_under_adversarial_neighbours():
+def test_projection_mean_sensitivity_under_adversarial_neighbours():
     n, d, L, s = 30, 200, 1.0, 4
     G = sparse_rows(n, d, s, RNG, norm=0.95).toarray()
     with _non_private_testing_mode():
         kw = dict(norm_bound=L, sparsity=s, epsilon=np.inf, delta=1e-6, rng=RNG)
         base = projection_mean(sp.csr_matrix(G), **kw)[0]
-        base_l1 = l1_recovery_mean(G, **kw)[0]
         for _, x, u in _canaries(d, RNG):
             G2 = G.copy()
             with np.errstate(over="ignore"):
@@ -216,13 +216,30 @@ def test_plain_functions_sensitivity_under_adversarial_neighbours():
             other = projection_mean(sp.csr_matrix(G2), **kw)[0]
             assert np.abs(base - other).sum() <= 2 * L * math.sqrt(s) / n * (1 + 1e-12)
             assert np.linalg.norm(base - other) <= 2 * L / n * (1 + 1e-12)
-            other = l1_recovery_mean(G2, **kw)[0]  # dense branch (m = inf)
-            assert np.linalg.norm(base_l1 - other) <= 2 * L / n * (1 + 1e-12)
     # A non-finite row counts as zero.
     G2 = G.copy()
     G2[0, 0] = np.inf
     mean, t = sm._clipped_row_mean(G2, L, s)
     assert t[0] == 0.0 and np.all(np.isfinite(mean))
+
+
+@pytest.mark.usefixtures("non_private_mode")
+def test_l1_recovery_dense_branch_sensitivity_under_adversarial_neighbours():
+    # Testing mode: m = inf, the dense branch, whose estimate is the clipped mean.
+    n, d, L, s = 30, 200, 1.0, 4
+    X = sparse_rows(n, d, s, RNG, norm=0.95).toarray()
+    U = RNG.normal(size=n) * 3
+    oracle = L1RecoveryMeanOracle(L, s).calibrate(n, np.inf, (d,))
+    assert oracle.branch_ == "dense"
+    base = oracle.estimate(LinearDesign(sp.csr_matrix(X), False), U, RNG)
+    worst = 0.0
+    for _, x, u in _canaries(d, RNG):
+        X2, U2 = X.copy(), U.copy()
+        X2[0], U2[0] = x, u
+        other = oracle.estimate(LinearDesign(sp.csr_matrix(X2), False), U2, RNG)
+        worst = max(worst, np.linalg.norm(base - other))
+    assert worst <= 2 * L / n * (1 + 1e-12)
+    assert worst > L / n  # a canary moves the mean by over half the bound
 
 
 def test_l1_recovery_measurement_sensitivity_under_adversarial_neighbours():
@@ -306,9 +323,8 @@ def test_epsilon_infinity_gives_the_exact_clipped_mean():
             )
             np.testing.assert_allclose(est, exact, atol=1e-15)
             assert rec.scale == 0.0
-        est, _ = l1_recovery_mean(
-            G, norm_bound=L, sparsity=s, epsilon=np.inf, delta=1e-6, rng=RNG
-        )
+        est, oracle = l1_recovery_estimate(G, L, s, np.inf, RNG)
+        assert oracle.branch_ == "dense"
         np.testing.assert_allclose(est, exact, atol=1e-15)
     with pytest.raises(ValueError, match="epsilon"):
         projection_mean(G, norm_bound=L, sparsity=s, epsilon=np.inf, delta=0, rng=RNG)
@@ -353,18 +369,10 @@ def test_l1_recovery_recovers_sparse_mean_exactly_without_noise(solver):
     G[:, support] = RNG.uniform(-0.4, 0.4, size=(n, s))
     mean = G.mean(axis=0)
     with _non_private_testing_mode():
-        est, rec = l1_recovery_mean(
-            sp.csr_matrix(G),
-            norm_bound=1.0,
-            sparsity=s,
-            epsilon=np.inf,
-            delta=1e-6,
-            rng=RNG,
-            n_measurements=m,
-            solver=solver,
-            max_iter=2000,
+        est, oracle = l1_recovery_estimate(
+            G, 1.0, s, np.inf, RNG, n_measurements=m, solver=solver, max_iter=2000
         )
-    assert rec.name == "l1-recovery sparse mean" and rec.scale == 0.0
+    assert oracle.branch_ == "cs" and oracle.noise_scale == 0.0
     np.testing.assert_allclose(est, mean, atol=1e-6)
 
 
@@ -375,47 +383,26 @@ def test_l1_recovery_branches_and_output_bound():
     assert sm._l1_recovery_branch(100, 10**6, 50, 0.1, None, 1e12, "x")[0] == "zero"
     branch, m = sm._l1_recovery_branch(100, 10**6, 5, 10.0, None, 1e12, "x")
     assert branch == "cs" and m == math.ceil(10.0 * math.sqrt(5 * math.log(2e5)))
-    G = sp.csr_matrix((5, 10**6))
-    est, rec = l1_recovery_mean(
-        G, norm_bound=1.0, sparsity=50, epsilon=0.01, delta=1e-6, rng=RNG
-    )
-    assert not est.any() and rec.sensitivity == 0.0
+    # m = ceil(2 n sqrt(rho) sqrt(s ln(d/s))) = 1 < s ln(d/s): the zero branch.
+    est, oracle = l1_recovery_estimate(sp.csr_matrix((5, 10**6)), 1.0, 50, 1e-6, RNG)
+    assert oracle.branch_ == "zero" and oracle.m_ == 1
+    assert not est.any() and oracle.mechanism_.sensitivity == 0.0
     # Strong noise: the decoded vector is zeroed when its norm exceeds 2L.
     n, d, s = 10, 3000, 3
     G = sparse_rows(n, d, s, RNG)
-    for eps in (0.05, 0.5, 5.0):
-        est, rec = l1_recovery_mean(
-            G,
-            norm_bound=1.0,
-            sparsity=s,
-            epsilon=eps,
-            delta=1e-6,
-            rng=RNG,
-            n_measurements=60,
-        )
-        assert np.linalg.norm(est) <= 2.0 + 1e-12 and rec.sensitivity == 3.0 / n
+    for rho in (1e-3, 0.1, 10.0):
+        est, oracle = l1_recovery_estimate(G, 1.0, s, rho, RNG, n_measurements=60)
+        assert oracle.branch_ == "cs" and oracle.mechanism_.sensitivity == 3.0 / n
+        assert np.linalg.norm(est) <= 2.0 + 1e-12
 
 
 def test_l1_recovery_refuses_above_the_size_cap_before_reading_data():
-    class Untouchable:
-        shape = (10_000, 10**6)
-
-        def __getitem__(self, key):
-            raise AssertionError("data read before the size check")
-
+    # calibrate sees only public sizes: the refusal comes before any estimate.
     with pytest.raises(
         ValueError, match=r"x 1000000 measurement matrix.*limit of 2e\+08"
     ):
-        l1_recovery_mean(
-            Untouchable(), norm_bound=1.0, sparsity=10, epsilon=0.1, delta=1e-6, rng=RNG
-        )
-    with pytest.raises(ValueError, match="MAX_MEASUREMENT_ENTRIES"):
         L1RecoveryMeanOracle(1.0, 10).calibrate(10_000, 2e-4, (10**6,))
     assert MAX_MEASUREMENT_ENTRIES == 2e8
-    with pytest.raises(ValueError, match="delta must be > 0"):
-        l1_recovery_mean(
-            np.zeros((3, 10)), norm_bound=1.0, sparsity=1, epsilon=1.0, delta=0, rng=RNG
-        )
 
 
 def test_invalid_bounds_are_rejected():

@@ -12,7 +12,6 @@ from ._clipped import ClippedMeanOracle
 from ._sparse_mean import (
     L1RecoveryMeanOracle,
     ProjectionMeanOracle,
-    l1_recovery_mean,
     projection_mean,
 )
 from ._trimmed_mean import SmoothSensitivityTrimmedMeanOracle
@@ -28,6 +27,5 @@ __all__ = [
     "ProjectionMeanOracle",
     "SmoothSensitivityTrimmedMeanOracle",
     "TruncatedMeanOracle",
-    "l1_recovery_mean",
     "projection_mean",
 ]

@@ -41,7 +41,6 @@ __all__ = [
     "L1RecoveryMeanOracle",
     "ProjectionMeanOracle",
     "basis_pursuit",
-    "l1_recovery_mean",
     "projection_mean",
     "sparse_clip_coefficients",
 ]
@@ -402,153 +401,6 @@ def _measurement_matrix(m, d, rng):
     return gaussian_noise(rng, 1.0 / math.sqrt(m), (m, d))
 
 
-def l1_recovery_mean(
-    G,
-    *,
-    norm_bound,
-    sparsity,
-    epsilon,
-    delta,
-    rng,
-    measurement_constant=1.0,
-    n_measurements=None,
-    max_entries=MAX_MEASUREMENT_ENTRIES,
-    solver="auto",
-    max_iter=500,
-):
-    """Private mean of per-example sparse vectors by Gaussian l1-recovery.
-
-    Algorithm 2 of Ghazi et al. (compressed sensing), with a per-example clipping of
-    the measurements (not in the paper) that makes privacy unconditional. Rows
-    ``g_i`` of ``G`` are first mapped into ``{||g||_2 <= L, ||g||_1 <= L sqrt(s)}``
-    as in :func:`projection_mean`. With
-    ``m = ceil(c_m n epsilon sqrt(s ln(d/s) / ln(1/delta)))`` measurements (``n`` the
-    number of rows), public branches:
-
-    * ``d < m ln(m)^2`` or ``s >= d/2``: plain Gaussian mechanism on the clipped mean
-      (l2-sensitivity ``2L/n``).
-    * ``m < s ln(d/s)``: the zero vector (no data used, no privacy spent).
-    * otherwise: draw public ``A ~ N(0, 1/m)^{m x d}``, release
-      ``b = (1/n) sum_i clip_l2(A g_i, 1.5 L) + N(0, sigma^2 I_m)``, decode
-      ``z = argmin ||z||_1 s.t. A z = b`` and return ``z`` if ``||z|| <= 2L``, else 0.
-
-    Privacy (replace-one, ``n`` public): the clipped measurements of two records
-    differ by at most ``3L`` in l2, so ``b`` has l2-sensitivity ``3L/n`` for *every*
-    matrix ``A`` — no restricted-isometry event is needed (the paper's unclipped
-    ``A zbar`` is private only on that unverifiable event). Since the RIP event is not
-    used, no ``delta/2`` is reserved for it: ``sigma`` is the analytic Gaussian
-    calibration of ``3L/n`` at the full ``(epsilon, delta)``. Decoding and the final
-    zeroing are post-processing.
-
-    The ``(epsilon, delta)`` form that
-    :func:`~skdpsco._solvers._bias_reduced_sgd.bias_reduced_gradient`'s
-    ``mean_estimator`` accepts (no estimator plugs it in: they run Algorithm 1
-    there, and :class:`L1RecoveryMeanOracle`, the zCDP form, for gradient descent).
-
-    Parameters
-    ----------
-    G : ndarray or scipy.sparse matrix of shape (n, d)
-        Per-example vectors, one per row.
-    norm_bound : float
-        ``L``.
-    sparsity : int
-        ``s``.
-    epsilon : float
-        ``> 0``; ``inf`` only inside the hidden testing mode.
-    delta : float
-        In ``(0, 1)``: the mechanism is Gaussian.
-    rng : numpy.random.Generator
-        Draws ``A`` and the noise.
-    measurement_constant : float, default=1.0
-        ``c_m`` (Algorithm 2 gives ``m`` only up to an unspecified constant).
-    n_measurements : int, optional
-        Override ``m`` (public). With ``epsilon=inf`` in the testing mode this runs
-        the noiseless compressed-sensing branch.
-    max_entries : int, default=MAX_MEASUREMENT_ENTRIES
-        Largest ``m * d`` accepted; a larger problem raises ``ValueError`` before
-        any data is read.
-    solver : {"auto", "linprog", "douglas_rachford"}, default="auto"
-        Basis-pursuit solver, see :func:`basis_pursuit`.
-    max_iter : int, default=500
-        Douglas-Rachford iterations.
-
-    Returns
-    -------
-    estimate : ndarray of shape (d,)
-        ``||estimate||_2 <= 2L`` in the compressed-sensing branch.
-    record : MechanismRecord
-        Kind ``"gaussian"`` (sensitivity 0 in the zero branch).
-
-    Raises
-    ------
-    ValueError
-        ``delta = 0``, or ``m * d > max_entries``.
-
-    References
-    ----------
-    .. [1] Ghazi et al., "Differentially Private Optimization with Sparse
-       Gradients", Algorithm 2, Theorem 3.4.
-    """
-    L, s = _check_bounds(norm_bound, sparsity)
-    epsilon, delta = _check_budget(epsilon, delta)
-    if delta == 0:
-        raise ValueError(
-            "l1_recovery_mean adds Gaussian noise: delta must be > 0 (Algorithm 2 "
-            "has no pure-DP variant); use projection_mean with delta=0 instead."
-        )
-    measurement_constant = check_real(
-        measurement_constant, "measurement_constant", low=0, low_open=True
-    )
-    n, d = G.shape
-    if n < 1:
-        raise ValueError("l1_recovery_mean needs at least one row.")
-    scale = measurement_constant * n * epsilon / math.sqrt(math.log(1.0 / delta))
-    branch, m = _l1_recovery_branch(
-        n, d, s, scale, n_measurements, max_entries, "l1_recovery_mean"
-    )
-    name = "l1-recovery sparse mean"
-    if branch == "zero":
-        return np.zeros(d), GaussianMechanism(0.0, 0.0, name=name + " (zero)").record()
-    mean, t = _clipped_row_mean(G, L, s)
-    if branch == "dense":
-        sensitivity = 2.0 * L / n  # clipped rows lie in the L-ball
-        sigma = calibrate_analytic_gaussian(epsilon, delta, sensitivity)
-        mech = GaussianMechanism(sensitivity, sigma, name=name + " (dense branch)")
-        return mech.release(mean, rng), mech.record()
-    A = _measurement_matrix(m, d, rng)
-    b_exact = _clipped_measurement_sum(_scaled_rows(G, t), A, 1.5 * L) / n
-    sensitivity = 3.0 * L / n  # ||clip(A g) - clip(A g')|| <= 1.5L + 1.5L
-    sigma = calibrate_analytic_gaussian(epsilon, delta, sensitivity)
-    mech = GaussianMechanism(sensitivity, sigma, name=name)
-    b = mech.release(b_exact, rng)
-    return _decode(A, b, L, solver, max_iter), mech.record()
-
-
-def _scaled_rows(G, t):
-    """``diag(t) G`` with non-finite entries zeroed (their rows have ``t = 0``)."""
-    if sp.issparse(G):
-        G = sp.csr_matrix(G, copy=True)
-        G.data = np.where(np.isfinite(G.data), G.data, 0.0)
-        return sp.diags(t) @ G
-    G = np.asarray(G, dtype=float)
-    return np.where(np.isfinite(G), G, 0.0) * t[:, None]
-
-
-def _clipped_measurement_sum(G, A, bound):
-    """``sum_i clip_l2(A g_i, bound)`` over the rows of ``G``, in row chunks."""
-    from .._design import DEFAULT_CHUNK_ENTRIES
-
-    m = A.shape[0]
-    step = max(1, DEFAULT_CHUNK_ENTRIES // max(m, 1))
-    total = np.zeros(m)
-    for start in range(0, G.shape[0], step):
-        block = G[start : start + step]
-        with np.errstate(over="ignore", invalid="ignore"):
-            M = np.asarray(block @ A.T, dtype=float)
-        total += _clip_rows_l2(M, bound).sum(axis=0)
-    return total
-
-
 # ------------------------------------------------------------------- oracles
 
 
@@ -668,11 +520,17 @@ class L1RecoveryMeanOracle(_SparseOracleBase):
     """Mean oracle of DP gradient descent: Gaussian l1-recovery (Algorithm 2).
 
     Per-sample gradients are clipped as in :class:`ProjectionMeanOracle`. The public
-    branch (see :func:`l1_recovery_mean`) is fixed in :meth:`calibrate`, from ``n``,
-    the parameter size ``d`` and the per-call budget; the measurement count uses the
-    paper's ``n epsilon / sqrt(ln(1/delta))`` written through the zCDP budget,
-    ``2 n sqrt(rho)`` (from ``epsilon ~ 2 sqrt(rho ln(1/delta))``, Bun & Steinke 2016,
-    Prop 1.3), a utility choice that does not touch privacy.
+    branch is fixed in :meth:`calibrate`, from ``n``, the parameter size ``d`` and the
+    per-call budget, with ``m = ceil(c_m 2 n sqrt(rho) sqrt(s ln(d/s)))``
+    measurements: the paper's ``n epsilon / sqrt(ln(1/delta))`` written through the
+    zCDP budget (from ``epsilon ~ 2 sqrt(rho ln(1/delta))``, Bun & Steinke 2016,
+    Prop 1.3), a utility choice that does not touch privacy. The branches:
+
+    * ``d < m ln(m)^2`` or ``s >= d/2``: plain Gaussian mechanism on the clipped mean
+      (l2-sensitivity ``2L/n``).
+    * ``m < s ln(d/s)``: the zero vector (no data used, no privacy spent).
+    * otherwise: compressed sensing, below; the decoded ``z`` is returned if
+      ``||z|| <= 2L``, else 0.
 
     In the compressed-sensing branch the public ``m x d`` matrix ``A`` is drawn once,
     at the first call, and reused by every iteration; each call releases
@@ -680,6 +538,13 @@ class L1RecoveryMeanOracle(_SparseOracleBase):
     for every ``A``) and decodes it by basis pursuit (post-processing). The per-sample
     measurements ``A g_i = c_i A x~_i`` are formed row chunk by row chunk
     (:meth:`LinearDesign.predict_chunks`), never as an ``n x m`` array.
+
+    Privacy (replace-one, ``n`` public): the clipped measurements of two records
+    differ by at most ``3L`` in l2, so the released sum has l2-sensitivity ``3L/n``
+    for *every* matrix ``A``; no restricted-isometry event is needed (the paper's
+    unclipped ``A zbar`` is private only on that unverifiable event), so no part of
+    the budget is reserved for it. The per-example clipping of the measurements is
+    not in the paper; it is what makes the privacy unconditional.
 
     Parameters
     ----------

@@ -213,9 +213,9 @@ def bias_reduced_gradient(
     mean_estimator : callable, default=projection_mean
         ``mean_estimator(G, *, norm_bound, sparsity, epsilon, delta, rng) ->
         (estimate, record)`` on an ``(m, p)`` matrix of per-example vectors
-        (:func:`~skdpsco._mean_estimation._sparse_mean.projection_mean`, Algorithm 1,
-        or ``l1_recovery_mean``, Algorithm 2). It must be ``(epsilon, delta)``-DP with
-        respect to replacing one of its ``m`` rows.
+        (:func:`~skdpsco._mean_estimation._sparse_mean.projection_mean`, Algorithm
+        1). It must be ``(epsilon, delta)``-DP with respect to replacing one of its
+        ``m`` rows.
     epsilon, delta : float
         Budget of this estimator (Algorithm 4 passes ``(epsilon/8, delta/4)``).
     norm_bound : float

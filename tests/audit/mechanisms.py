@@ -58,7 +58,7 @@ def audit_sample_aggregate_release(*, n_runs, claimed_epsilon, delta, seed=0):
 
 
 # --------------------------------------------------------------------------
-# Sparse mean mechanisms (Ghazi et al. Algorithms 1-2), the per-call release of the
+# The projection mechanism (Ghazi et al. Algorithm 1), the per-call release of the
 # bias-reduced sparse SGD (Algorithms 3-5). End to end those solvers make hundreds of
 # tiny sparse-matrix calls per fit (about 0.2-0.6 s at the audit's sizes), so the
 # default suite audits the mechanism they call, on its worst inputs, at the full
@@ -70,25 +70,20 @@ SPARSE_M, SPARSE_D, SPARSE_S, SPARSE_L = 20, 6, 2, 1.0
 class _SparseMeanRelease:
     """Adapter: ``fit(G, _)`` releases the private mean of the rows of ``G``."""
 
-    def __init__(self, seed, mechanism, epsilon, delta):
-        self.seed, self.mechanism = seed, mechanism
-        self.epsilon, self.delta = epsilon, delta
+    def __init__(self, seed, epsilon, delta):
+        self.seed, self.epsilon, self.delta = seed, epsilon, delta
 
     def fit(self, G, y=None):
-        from skdpsco._mean_estimation import l1_recovery_mean, projection_mean
+        from skdpsco._mean_estimation import projection_mean
 
-        rng = np.random.default_rng(self.seed)
-        kwargs = dict(
+        self.coef_, _ = projection_mean(
+            G,
             norm_bound=SPARSE_L,
             sparsity=SPARSE_S,
             epsilon=self.epsilon,
             delta=self.delta,
-            rng=rng,
+            rng=np.random.default_rng(self.seed),
         )
-        if self.mechanism == "projection":
-            self.coef_, _ = projection_mean(G, **kwargs)
-        else:
-            self.coef_, _ = l1_recovery_mean(G, n_measurements=8, **kwargs)
         return self
 
 
@@ -112,9 +107,9 @@ def neighbouring_gradient_rows(kind, seed=0):
 
 
 def audit_sparse_mean_release(
-    mechanism, kind, *, n_runs, claimed_epsilon, delta, seed=0, noise_epsilon=None
+    kind, *, n_runs, claimed_epsilon, delta, seed=0, noise_epsilon=None
 ):
-    """Lower bound on the epsilon of a sparse mean mechanism between neighbours.
+    """Lower bound on the epsilon of the projection mechanism between neighbours.
 
     ``noise_epsilon`` (power tests only) calibrates the noise to another epsilon
     than the claim: a deliberately under-noised variant.
@@ -122,7 +117,7 @@ def audit_sparse_mean_release(
     G, G_prime = neighbouring_gradient_rows(kind)
     calibrated = claimed_epsilon if noise_epsilon is None else noise_epsilon
     return audit(
-        lambda s: _SparseMeanRelease(s, mechanism, calibrated, delta),
+        lambda s: _SparseMeanRelease(s, calibrated, delta),
         (G, None),
         (G_prime, None),
         statistic=lambda m: {

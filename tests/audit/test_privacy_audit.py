@@ -149,7 +149,6 @@ def _audit_mechanism(algorithm, n_runs):
     else:
         results = [
             audit_sparse_mean_release(
-                "projection",
                 kind,
                 n_runs=n_runs,
                 claimed_epsilon=CLAIMED_EPSILON,

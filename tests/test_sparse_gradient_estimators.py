@@ -566,3 +566,20 @@ def test_default_classifier_beats_the_majority_class_on_one_hot_data():
         old.append(prev.fit(Xtr, ytr).score(Xte, yte) - majority)
     assert np.median(margins) > 0.2, margins
     assert np.median(margins) > np.median(old), (margins, old)
+
+
+def test_pure_dp_output_perturbation_at_exact_budget_releases():
+    # The Laplace scale Delta / epsilon rounded so that Delta / b was 0.9 + 1 ulp:
+    # the release gate refused this fit as an overspend.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    y = (X @ rng.normal(size=4) + rng.normal(size=400) > 0).astype(int)
+    est = SparseGradientDPClassifier(
+        algorithm="output_perturbation",
+        epsilon=0.9,
+        delta=0.0,
+        scaling="none",
+        random_state=0,
+    ).fit(X, y)
+    assert est.privacy_spent_.epsilon <= 0.9
+    assert est.privacy_spent_.mechanisms[0].kind == "laplace"

@@ -351,10 +351,19 @@ class LaplaceMechanism:
 
     @classmethod
     def from_epsilon(cls, sensitivity, epsilon, name="laplace"):
-        """The Laplace mechanism that is exactly ``epsilon``-DP."""
+        """The Laplace mechanism that is ``epsilon``-DP: ``b = Delta / epsilon``,
+        raised to the next float where the division rounds so that ``Delta /
+        b`` (the epsilon the ledger reads) would exceed ``epsilon``."""
         if not epsilon > 0:
             raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
-        scale = 0.0 if math.isinf(epsilon) else sensitivity / epsilon
+        if math.isinf(epsilon):
+            return cls(sensitivity, 0.0, name)
+        scale = sensitivity / epsilon
+        # Delta / (Delta / epsilon) can round one ulp above epsilon, which the
+        # release gate would refuse as an overspend of an exact budget; one ulp
+        # more noise changes nothing measurable.
+        while scale > 0 and sensitivity / scale > epsilon:
+            scale = math.nextafter(scale, math.inf)
         return cls(sensitivity, scale, name)
 
     @property

@@ -111,6 +111,22 @@ def test_mechanism_costs():
         LaplaceMechanism.from_epsilon(1.0, 0.0)
 
 
+def test_laplace_from_epsilon_never_exceeds_epsilon():
+    # Delta / (Delta / epsilon) rounds above epsilon for about 5% of pairs: the
+    # ledger, which reads Delta / b, then refused an exact-budget release.
+    rng = np.random.default_rng(1)
+    sensitivities = np.exp(rng.uniform(-30.0, 30.0, 2000))
+    epsilons = np.exp(rng.uniform(-10.0, 13.0, 2000))
+    for sensitivity, epsilon in zip(sensitivities, epsilons, strict=True):
+        mech = LaplaceMechanism.from_epsilon(float(sensitivity), float(epsilon))
+        assert mech.epsilon <= epsilon
+        # At most one ulp of extra noise.
+        assert mech.scale <= math.nextafter(sensitivity / epsilon, math.inf)
+    # A pair that rounds high: 3 / (3 / 0.9) is 0.9 + 1 ulp.
+    assert 3.0 / (3.0 / 0.9) > 0.9
+    assert LaplaceMechanism.from_epsilon(3.0, 0.9).epsilon <= 0.9
+
+
 @pytest.mark.parametrize(
     "rng",
     [np.random.RandomState(0), None, 0, np.random.default_rng],

@@ -15,7 +15,9 @@ from _helpers import dense_data, noiseless_fit, public_estimators
 from sklearn.linear_model import Ridge
 
 from skdpsco import (
+    GaussianWidthDPClassifier,
     GaussianWidthDPRegressor,
+    HeavyTailedDPLogistic,
     HeavyTailedDPRidge,
     SparseGradientDPClassifier,
     SparseGradientDPRegressor,
@@ -116,3 +118,29 @@ def test_alpha_is_ridges_alpha_in_every_regressor():
     )
     np.testing.assert_allclose(gw.coef_, ridge1.coef_[:3], atol=2e-3)
     assert gw.intercept_ == pytest.approx(ridge1.coef_[3], abs=2e-3)
+
+
+@pytest.mark.parametrize(
+    "Est, params",
+    [
+        # 1 / (C n) overflows: NaN coefficients (projection_gd), int(NaN) or
+        # OverflowError deep in a solver.
+        (SparseGradientDPClassifier, dict(algorithm="projection_gd", C=1e-320)),
+        (GaussianWidthDPClassifier, dict(algorithm="objective_perturbation", C=1e-320)),
+        (HeavyTailedDPLogistic, dict(algorithm="truncated_mean_gd", C=1e-320)),
+        # alpha / n is subnormal: division by zero in the certified solve's plan.
+        (
+            SparseGradientDPRegressor,
+            dict(algorithm="output_perturbation", alpha=1e-320),
+        ),
+        (HeavyTailedDPRidge, dict(algorithm="truncated_mean_gd", alpha=1e-320)),
+    ],
+    ids=lambda v: v.__name__ if isinstance(v, type) else None,
+)
+def test_extreme_ridge_strengths_are_refused_by_name(Est, params):
+    X, y_reg, y_clf = dense_data(n=50)
+    est = Est(epsilon=1.0, random_state=0, **params)
+    name = "C" if "C" in params else "alpha"
+    with pytest.raises(ValueError, match=f"{name}=1e-320 gives the mean-scaled"):
+        est.fit(X, y_clf if Est._is_dp_classifier else y_reg)
+    assert not hasattr(est, "coef_")

@@ -47,7 +47,28 @@ __all__ = [
     "DPLinearModel",
     "DPRegressorMixin",
     "SCALING_PARAM_DOC",
+    "checked_penalty",
 ]
+
+
+def checked_penalty(penalty, estimator, parameter):
+    """The mean-scaled ridge ``penalty`` that ``parameter`` of ``estimator`` gives,
+    refused outside the normal float range.
+
+    ``alpha / n`` or ``1 / (C n)`` can overflow to ``inf`` or fall below the
+    smallest normal float for extreme but valid values; the solvers would then
+    divide by zero, overflow or release NaN coefficients. Public numbers only
+    (the parameter, ``n``, ``d``): every neighbour gets the same error.
+    """
+    if penalty == 0 or np.finfo(float).tiny <= penalty < math.inf:
+        return penalty
+    value = getattr(estimator, parameter)
+    raise ValueError(
+        f"{type(estimator).__name__}: {parameter}={value!r} gives the mean-scaled "
+        f"ridge penalty {penalty:.3g}, outside the normal float range; choose a "
+        f"less extreme {parameter}."
+    )
+
 
 SCALING_PARAM_DOC = """
     scaling : {"private", "none"} or tuple of two arrays, default="private"

@@ -31,6 +31,7 @@ from ._base import (
     DPClassifierMixin,
     DPLinearModel,
     DPRegressorMixin,
+    checked_penalty,
 )
 
 __all__ = ["GaussianWidthDPClassifier", "GaussianWidthDPRegressor"]
@@ -753,7 +754,8 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
     def _l2_penalty(self, n_samples):
         # Ridge's alpha ||w||^2 on the standardised coefficients, as a
         # mean-scaled lambda in the fit's units.
-        return float(self.alpha) / (n_samples * self._fit_unit_squared())
+        penalty = float(self.alpha) / (n_samples * self._fit_unit_squared())
+        return checked_penalty(penalty, self, "alpha")
 
 
 class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
@@ -886,4 +888,5 @@ class GaussianWidthDPClassifier(DPClassifierMixin, _GaussianWidthBase):
         # coefficients, divided by C n, in the fit's units.
         if self.C is None:
             return 0.0
-        return 1.0 / (self.C * n_samples * self._fit_unit_squared())
+        penalty = 1.0 / (self.C * n_samples * self._fit_unit_squared())
+        return checked_penalty(penalty, self, "C")

@@ -38,6 +38,7 @@ from ._base import (
     DPClassifierMixin,
     DPLinearModel,
     DPRegressorMixin,
+    checked_penalty,
 )
 
 __all__ = ["HeavyTailedDPLogistic", "HeavyTailedDPRidge"]
@@ -780,7 +781,7 @@ class HeavyTailedDPRidge(DPRegressorMixin, _HeavyTailedBase):
 
     def _l2_penalty(self, n_samples):
         # Ridge's sum-scaled alpha ||w||^2 over 2n, as a mean-scaled lambda.
-        return self.alpha / n_samples
+        return checked_penalty(self.alpha / n_samples, self, "alpha")
 
 
 class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
@@ -938,4 +939,4 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
 
     def _l2_penalty(self, n_samples):
         # LogisticRegression's C sum(loss) + ||w||^2/2, divided by C n.
-        return 1.0 / (self.C * n_samples)
+        return checked_penalty(1.0 / (self.C * n_samples), self, "C")

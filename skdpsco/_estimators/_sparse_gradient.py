@@ -39,6 +39,7 @@ from ._base import (
     DPClassifierMixin,
     DPLinearModel,
     DPRegressorMixin,
+    checked_penalty,
 )
 
 __all__ = ["SparseGradientDPClassifier", "SparseGradientDPRegressor"]
@@ -864,7 +865,8 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         if self.alpha == "auto":
             return self._auto_l2_penalty(problem)
         # Ridge's alpha ||w||^2 as a mean-scaled lambda.
-        return float(self.alpha) / problem.budget.n_samples
+        penalty = float(self.alpha) / problem.budget.n_samples
+        return checked_penalty(penalty, self, "alpha")
 
 
 class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
@@ -989,4 +991,5 @@ class SparseGradientDPClassifier(DPClassifierMixin, _SparseGradientBase):
         if self.C == "auto":
             return self._auto_l2_penalty(problem)
         # LogisticRegression's C sum(loss) + ||w||^2 / 2, divided by C n.
-        return 1.0 / (float(self.C) * problem.budget.n_samples)
+        penalty = 1.0 / (float(self.C) * problem.budget.n_samples)
+        return checked_penalty(penalty, self, "C")

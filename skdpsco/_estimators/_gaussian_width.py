@@ -523,10 +523,10 @@ default="l1"
         always run in full (``None``: the accelerated-rate count that certifies
         the target accuracy under the public constants; a smaller count that does
         not certify raises rather than releases). ``"mirror_descent"``:
-        the number of noisy steps ``T`` (``None``: Theorem 7's count). Unused by
+        the number of noisy steps ``T`` (``None``: Theorem 7's count).
         ``"phased_sgd"`` (``ceil(log2 n)`` phases, one pass) and
-        ``"shuffled_mirror_descent"`` (one pass, Theorem 10's batch count); every
-        count is public and always run in full.
+        ``"shuffled_mirror_descent"`` (one pass, Theorem 10's batch count) refuse
+        a value other than None. Every count is public and always run in full.
     tol : "auto" or float, default="auto"
         ``alpha_opt``, the accuracy (objective gap) that ``"objective_perturbation"``
         certifies before its output perturbation, which is calibrated to it.

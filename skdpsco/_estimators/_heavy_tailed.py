@@ -593,7 +593,8 @@ _SHARED_PARAMS_DOC = """
         ``C`` the clip norm: few steps when data or budget are small, and fewer
         as the clip grows, since each step then travels further; 100 at ``C =
         1``, 30 at ``C = 3``), 20 for ``"catoni_gd"``, 10
-        for ``"smooth_sensitivity_gd"`` (unused by ``"sample_aggregate"``); for
+        for ``"smooth_sensitivity_gd"`` (``"sample_aggregate"`` refuses a value
+        other than None: one pass over each subset); for
         the truncated-mean algorithms the theorem's iteration count, capped at
         ``max_iter`` (1000 if None: fewer measured worse for both). For the
         ``*_sgd`` algorithms it is the number of epochs (30 if None), as in

@@ -580,8 +580,9 @@ default="output_perturbation"
         :class:`~skdpsco.exceptions.CertificationError`; that outcome depends on
         the data (it reveals one bit), so do not retry with other settings on the
         same data. ``*_gd``: the number of noisy gradient steps, always run in full
-        (30 if None). Unused by the other algorithms (the SGD's number of steps is
-        drawn by its privacy filter, independently of the data).
+        (30 if None). The other algorithms refuse a value other than None (the
+        SGD's number of steps is drawn by its privacy filter, independently of the
+        data).
     tol : float, default=1e-3
         Relative accuracy of the certified solve, in ``(0, 1)``: the certified
         distance is ``tol_w = tol * 2 L / alpha_``, fixed before the solve, and

@@ -66,7 +66,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import sklearn
 from _peers import diffprivlib_failure, load_diffprivlib
 from sklearn.dummy import DummyClassifier, DummyRegressor
@@ -84,6 +83,15 @@ from skdpsco import (
     SparseGradientDPRegressor,
 )
 from skdpsco.exceptions import PrivacyBudgetError
+
+try:  # the bench extra: statsmodels' bundled datasets, read as pandas frames
+    import pandas as pd
+    import statsmodels.api as sm
+except ImportError:
+    raise SystemExit(
+        "benchmarks/real_data.py reads statsmodels' datasets: "
+        "pip install 'skdpsco[bench]'"
+    ) from None
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_EPSILONS = (0.5, 1.0, 2.0, 8.0)
@@ -123,8 +131,6 @@ def _one_hot(frame, columns):
 
 
 def _statsmodels(name):
-    import statsmodels.api as sm
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return getattr(sm.datasets, name).load_pandas().data.copy()

@@ -28,7 +28,12 @@ around the non-private one.
 # ``random_state`` is fixed for a reproducible page; in production leave it at
 # ``None`` (anyone who knows the seed can subtract the noise).
 
-import matplotlib.pyplot as plt
+try:
+    import matplotlib.pyplot as plt
+except ImportError:  # the optional examples extra
+    raise SystemExit(
+        "This example draws with matplotlib: pip install 'skdpsco[examples]'"
+    ) from None
 import numpy as np
 from sklearn.datasets import make_blobs
 from sklearn.linear_model import LogisticRegression

@@ -38,7 +38,12 @@ unbiased and only pays in noise.
 import math
 import time
 
-import matplotlib.pyplot as plt
+try:
+    import matplotlib.pyplot as plt
+except ImportError:  # the optional examples extra
+    raise SystemExit(
+        "This example draws with matplotlib: pip install 'skdpsco[examples]'"
+    ) from None
 import numpy as np
 from sklearn.linear_model import Ridge
 

@@ -32,7 +32,12 @@ budgets, and compares the Gaussian widths of the l1 and l2 balls with
 # ``random_state`` is fixed for a reproducible page; in production leave it at
 # ``None`` (anyone who knows the seed can subtract the noise).
 
-import matplotlib.pyplot as plt
+try:
+    import matplotlib.pyplot as plt
+except ImportError:  # the optional examples extra
+    raise SystemExit(
+        "This example draws with matplotlib: pip install 'skdpsco[examples]'"
+    ) from None
 import numpy as np
 
 from skdpsco import GaussianWidthDPRegressor, gaussian_width

@@ -35,7 +35,12 @@ records spends privacy, and the spending adds up. This example
 
 import warnings
 
-import matplotlib.pyplot as plt
+try:
+    import matplotlib.pyplot as plt
+except ImportError:  # the optional examples extra
+    raise SystemExit(
+        "This example draws with matplotlib: pip install 'skdpsco[examples]'"
+    ) from None
 import numpy as np
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline

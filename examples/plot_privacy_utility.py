@@ -53,7 +53,12 @@ of the constrained regression).
 import time
 import warnings
 
-import matplotlib.pyplot as plt
+try:
+    import matplotlib.pyplot as plt
+except ImportError:  # the optional examples extra
+    raise SystemExit(
+        "This example draws with matplotlib: pip install 'skdpsco[examples]'"
+    ) from None
 import numpy as np
 from sklearn.datasets import load_breast_cancer, load_diabetes
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge

@@ -34,7 +34,12 @@ time with scikit-learn's non-private :class:`~sklearn.linear_model.LogisticRegre
 import time
 import tracemalloc
 
-import matplotlib.pyplot as plt
+try:
+    import matplotlib.pyplot as plt
+except ImportError:  # the optional examples extra
+    raise SystemExit(
+        "This example draws with matplotlib: pip install 'skdpsco[examples]'"
+    ) from None
 import numpy as np
 import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression

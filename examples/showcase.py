@@ -262,6 +262,13 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     t_start = time.perf_counter()
+    plotting = _matplotlib_available()
+    if not plotting:
+        # Say it before the tables are computed, not after.
+        print(
+            "matplotlib is not installed: the tables only, no plot "
+            "(pip install 'skdpsco[examples]')."
+        )
     print(f"skdpsco {skdpsco.__version__}: private models vs scikit-learn")
     print("scores: accuracy (classification) or R^2 (regression) on a held-out split;")
     print(f"private rows are medians over seeds {SEEDS}; delta = 1e-6.\n")
@@ -324,10 +331,20 @@ def main(argv=None):
                 flush=True,
             )
         print(flush=True)
-    path = plot_privacy_utility(results, args.output_dir / PLOT_NAME)
     print(f"Done in {time.perf_counter() - t_start:.0f} s.")
-    print(f"Privacy-utility plot written to {path}")
+    if plotting:
+        path = plot_privacy_utility(results, args.output_dir / PLOT_NAME)
+        print(f"Privacy-utility plot written to {path}")
     return 0
+
+
+def _matplotlib_available():
+    """Whether the optional plotting dependency (the ``examples`` extra) imports."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -52,3 +52,29 @@ def test_example_runs(example, tmp_path):
     output = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 0, f"{example.name} failed:\n{output}"
     assert list(tmp_path.iterdir()) == [], f"{example.name} wrote files"
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_without_matplotlib_ends_with_a_one_line_hint(example, tmp_path):
+    # The examples extra missing: a one-line hint naming it, no traceback.
+    block = (
+        "import runpy, sys; sys.modules['matplotlib'] = None; "
+        f"runpy.run_path({str(example)!r}, run_name='__main__')"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), env.get("PYTHONPATH")) if p
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", block],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (
+        "This example draws with matplotlib: pip install 'skdpsco[examples]'"
+    )
+    assert proc.stdout == ""

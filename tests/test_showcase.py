@@ -69,11 +69,31 @@ def test_showcase_default_output_is_the_ignored_demo_output(showcase):
     assert "demo_output/" in (ROOT / ".gitignore").read_text().split()
 
 
-def _block_diffprivlib(monkeypatch):
+def _block(monkeypatch, package):
     for name in list(sys.modules):
-        if name.split(".")[0] == "diffprivlib":
+        if name.split(".")[0] == package:
             monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "diffprivlib", None)  # import -> ImportError
+    monkeypatch.setitem(sys.modules, package, None)  # import -> ImportError
+
+
+def _block_diffprivlib(monkeypatch):
+    _block(monkeypatch, "diffprivlib")
+
+
+def test_showcase_without_matplotlib_says_so_first_and_still_prints_the_tables(
+    showcase, monkeypatch, capsys, tmp_path
+):
+    # The optional extra missing: one line up front, the tables, no traceback.
+    _block(monkeypatch, "matplotlib")
+    monkeypatch.setattr(showcase, "_datasets", lambda: iter(()))
+    assert showcase.main(["--output-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "matplotlib is not installed: the tables only, no plot "
+        "(pip install 'skdpsco[examples]')."
+    )
+    assert out[-1].startswith("Done in ")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_diffprivlib_rows_say_not_installed(heavy_tailed, monkeypatch):

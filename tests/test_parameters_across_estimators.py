@@ -144,3 +144,24 @@ def test_extreme_ridge_strengths_are_refused_by_name(Est, params):
     with pytest.raises(ValueError, match=f"{name}=1e-320 gives the mean-scaled"):
         est.fit(X, y_clf if Est._is_dp_classifier else y_reg)
     assert not hasattr(est, "coef_")
+
+
+@pytest.mark.parametrize(
+    "params, chosen",
+    [
+        ({}, "phased_sgd"),
+        ({"loss": "squared_error"}, "objective_perturbation"),
+        ({"alpha": 1.0}, "objective_perturbation"),
+        ({"p": 1.5, "epsilon": 1.0}, "mirror_descent"),
+        ({"p": 1.5, "epsilon": 2.0, "constraint": "lp"}, "objective_perturbation"),
+    ],
+)
+def test_auto_says_which_algorithm_it_picks_and_why(params, chosen, capsys):
+    X, y, _ = dense_data(n=600)
+    est = GaussianWidthDPRegressor(verbose=1, random_state=0, **params).fit(X, y)
+    first, *_, last = capsys.readouterr().out.strip().splitlines()
+    assert first.startswith(
+        f"[GaussianWidthDPRegressor] algorithm='auto' runs '{chosen}': "
+    )
+    assert RELEASE_LINE.match(last)["algorithm"] == chosen
+    assert est.algorithm == "auto"

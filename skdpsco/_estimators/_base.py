@@ -191,6 +191,11 @@ class DPLinearModel(BaseEstimator):
         X, y = self._validate_training_data(X, y)
         target, n_outputs = self._encode_target(y)
         algorithm = self._algorithm(n_outputs)
+        if self.verbose and self.algorithm != algorithm.name:
+            print(
+                f"[{type(self).__name__}] algorithm={self.algorithm!r} runs "
+                f"{algorithm.name!r}: {self._auto_reason(n_outputs)}"
+            )
         self._check_supported(algorithm)
         budget = check_privacy_params(
             self,
@@ -260,6 +265,10 @@ class DPLinearModel(BaseEstimator):
     def _resolved_algorithm(self, n_outputs):
         """The chosen algorithm's name (a family with ``"auto"`` resolves it)."""
         return self.algorithm
+
+    def _auto_reason(self, n_outputs):
+        """Why ``"auto"`` resolved as it did (a family with ``"auto"`` says)."""
+        return "the family's default"
 
     def _check_supported(self, algorithm):
         """Refuse, before any data is used, parameters ``algorithm`` does not

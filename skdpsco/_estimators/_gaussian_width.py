@@ -284,6 +284,13 @@ class _GaussianWidthBase(DPLinearModel):
         measurements are in the ``algorithm`` parameter's documentation)."""
         if self.algorithm != "auto":
             return self.algorithm
+        return self._auto_choice()[0]
+
+    def _auto_reason(self, n_outputs):
+        return self._auto_choice()[1]
+
+    def _auto_choice(self):
+        """``(algorithm, why)`` of ``algorithm="auto"``: public facts only."""
         # Objective perturbation is the only one with a ridge (Algorithm 2) or the
         # squared loss on all of R^d; it runs for any number of classes
         # (multinomial constants in its solver). At epsilon > 1 phased SGD (its
@@ -292,13 +299,21 @@ class _GaussianWidthBase(DPLinearModel):
         # diabetes R^2 0.258 against -1.92, and it grows with epsilon where
         # objective perturbation's fell below its epsilon = 1 score.
         if self._needs_objective_perturbation():
-            return "objective_perturbation"
+            return "objective_perturbation", (
+                "a ridge or the squared loss, which only objective perturbation "
+                "supports"
+            )
         if self.p is not None and self.p < 2:
             # Phased SGD is the p >= 2 reduction (Theorem 8); l_p geometry with
             # 1 < p < 2 is Algorithm 3's, stated for epsilon <= 1 (above it,
             # objective perturbation, which takes any set).
-            return "mirror_descent" if self.epsilon <= 1 else "objective_perturbation"
-        return _AUTO_ALGORITHM
+            if self.epsilon <= 1:
+                return "mirror_descent", "l_p geometry with p < 2 (Algorithm 3)"
+            return "objective_perturbation", (
+                "l_p geometry with p < 2 at epsilon > 1, where Algorithm 3 is not "
+                "stated"
+            )
+        return _AUTO_ALGORITHM, "the default, measured best on raw real data"
 
     def _constraint_unit(self, n_features):
         """Factor from the standardised units in which ``radius`` is stated to the

@@ -164,11 +164,18 @@ def check_privacy_params(
         warnings.warn(
             f"{name}: delta={delta:g} >= 1/n_samples={1 / n_samples:.3g}. Such a "
             "delta allows publishing a whole record with probability delta; choose "
-            "delta well below 1/n_samples.",
+            f"delta well below 1/n_samples, e.g. delta={suggested_delta(n_samples):g}.",
             PrivacyLeakWarning,
             stacklevel=3,
         )
     return PrivacyBudget(epsilon, delta, int(n_samples))
+
+
+def suggested_delta(n_samples):
+    """The largest power of ten at most ``1 / (10 n)``: a public function of ``n``
+    an order of magnitude below ``1 / n`` (a mechanism may then fail for one
+    record with probability ``n delta <= 0.1`` in all)."""
+    return 10.0 ** math.floor(math.log10(1.0 / (10.0 * n_samples)))
 
 
 class PositiveFinite(Interval):

@@ -84,6 +84,22 @@ def test_large_delta_warns(cls):
         _fit(cls, n=50, delta=0.0199)
 
 
+def test_large_delta_warning_names_a_delta_to_use():
+    # The default delta = 1e-5 at n = 100,000 (delta n = 1): the warning says what
+    # to use instead, a public function of n an order of magnitude below 1/n.
+    from skdpsco.privacy._params import check_privacy_params, suggested_delta
+
+    est = HeavyTailedDPRidge()
+    with pytest.warns(PrivacyLeakWarning, match=r"e\.g\. delta=1e-06\.$"):
+        check_privacy_params(est, 100_000)
+    for n in [2, 7, 99, 100, 101, 1000, 54_321, 10**6, 10**9]:
+        delta = suggested_delta(n)
+        assert delta * n <= 0.1 + 1e-12 and 10 * delta * n > 0.1 - 1e-12
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", PrivacyLeakWarning)
+            check_privacy_params(HeavyTailedDPRidge(delta=delta), n)
+
+
 def test_infinite_epsilon_only_in_testing_mode():
     with pytest.raises(InvalidParameterError, match="epsilon"):
         _fit(HeavyTailedDPRidge, epsilon=np.inf)

@@ -165,3 +165,29 @@ def test_auto_says_which_algorithm_it_picks_and_why(params, chosen, capsys):
     )
     assert RELEASE_LINE.match(last)["algorithm"] == chosen
     assert est.algorithm == "auto"
+
+
+@pytest.mark.parametrize(
+    "Est",
+    [E for E in public_estimators() if E._is_dp_classifier],
+    ids=lambda E: E.__name__,
+)
+def test_sparsify_and_densify_as_in_logistic_regression(Est):
+    import pickle
+
+    import scipy.sparse as sp
+    from sklearn.linear_model import LogisticRegression
+
+    X, _, y = dense_data(n=600)
+    est = Est(epsilon=2.0, random_state=0).fit(X, y)
+    dense_coef = est.coef_.copy()
+    proba, labels = est.predict_proba(X), est.predict(X)
+    assert est.sparsify() is est and sp.issparse(est.coef_)
+    # The same methods and behaviour as scikit-learn's linear classifier.
+    ref = LogisticRegression().fit(X, y).sparsify()
+    assert type(est.coef_) is type(ref.coef_)
+    np.testing.assert_array_equal(est.coef_.toarray(), dense_coef)
+    np.testing.assert_allclose(est.predict_proba(X), proba, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(est)).predict(X), labels)
+    assert est.densify() is est and isinstance(est.coef_, np.ndarray)
+    np.testing.assert_array_equal(est.coef_, dense_coef)

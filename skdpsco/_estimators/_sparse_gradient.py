@@ -446,7 +446,7 @@ class _SparseGradientBase(DPLinearModel):
         )
         if self.feature_scale_ is None:
             enforced = self._enforce(X, self.sparsity_)
-            return np.asarray(enforced @ self.coef_.T + self.intercept_)
+            return np.asarray(enforced @ self._dense_coef().T + self.intercept_)
         # The per-row map acts on the standardised rows, as in fit; with coef_ in
         # the original units, enforce((x - c) / s) . (coef_ s) + intercept_ +
         # coef_ . c is the fitted model's prediction (post-processing).
@@ -455,7 +455,7 @@ class _SparseGradientBase(DPLinearModel):
         )
         center, scale = scaling.center, scaling.scale
         Xs = scaling.transform(X)
-        coef = np.atleast_2d(self.coef_)
+        coef = np.atleast_2d(self._dense_coef())
         Z = self._enforce(Xs, self.sparsity_) @ (coef * scale).T + (
             coef @ center + self.intercept_
         )

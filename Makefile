@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo lint test-slow bench docs clean venv
+.PHONY: test demo lint test-slow test-min bench docs clean venv
 
 venv: $(STAMP)
 
@@ -19,6 +19,18 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -n 2 --dist worksteal -q
+
+# The version-floor run: a second virtualenv at the minimum versions pyproject.toml
+# declares (numpy, scipy, scikit-learn, joblib and the test extras; see
+# .ci/min_requirements.py), the same suite. A floor is raised only with its reason
+# in CHANGELOG.md.
+MIN_VENV ?= .venv-min
+test-min: $(STAMP)
+	test -x $(MIN_VENV)/bin/python || $(PYTHON) -m venv $(MIN_VENV)
+	$(BIN)/python .ci/min_requirements.py > $(MIN_VENV)/floors.txt
+	$(MIN_VENV)/bin/python -m pip install --quiet -r $(MIN_VENV)/floors.txt
+	$(MIN_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	$(MIN_VENV)/bin/python -m pytest -n 2 --dist worksteal -q -p no:cacheprovider
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q -m slow tests
@@ -38,5 +50,5 @@ docs: $(STAMP)
 	$(BIN)/sphinx-build -W --keep-going -b html doc doc/_build/html
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(MIN_VENV) .pytest_cache .ruff_cache
 	rm -rf doc/_build doc/generated doc/auto_examples doc/sg_execution_times.rst

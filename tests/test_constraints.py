@@ -89,7 +89,7 @@ def test_project_l1_ball_million_coordinates():
 
 import pickle  # noqa: E402
 
-from scipy import optimize, special  # noqa: E402
+from scipy import integrate, optimize, special  # noqa: E402
 
 from skdpsco._constraints import (  # noqa: E402
     Box,
@@ -440,7 +440,7 @@ def test_l1_width_against_integral_and_monte_carlo():
     # Independent trapezoid integration on a fine grid.
     t = np.linspace(0, 12, 400001)
     integrand = -np.expm1(1000 * np.log1p(-special.erfc(t[1:] / np.sqrt(2))))
-    trap = np.trapezoid(np.concatenate([[1.0], integrand]), t)
+    trap = integrate.trapezoid(np.concatenate([[1.0], integrand]), t)
     w = gaussian_width("l1", 1000)
     assert w == pytest.approx(trap, abs=1e-9)
     assert w.method == "quadrature" and w.error_bound < 1e-10

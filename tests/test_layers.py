@@ -23,6 +23,7 @@ LAYERS = {
     "skdpsco._losses": 2,
     "skdpsco._constraints": 2,
     "skdpsco._design": 2,
+    "skdpsco._exact_sum": 2,
     "skdpsco._sparse_rows": 2,
     "skdpsco._mean_estimation": 3,
     "skdpsco._column_scaling": 3,

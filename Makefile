@@ -11,7 +11,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,examples,docs]"
+	$(BIN)/python -m pip install --quiet -e ".[test,examples,docs,dask]"
 	touch $(STAMP)
 
 lint: $(STAMP)
@@ -21,7 +21,7 @@ test: lint
 	$(BIN)/python -m pytest -n 2 --dist worksteal -q
 
 # The version-floor run: a second virtualenv at the minimum versions pyproject.toml
-# declares (numpy, scipy, scikit-learn, joblib and the test extras; see
+# declares (numpy, scipy, scikit-learn, joblib, the test extras and dask; see
 # .ci/min_requirements.py), the same suite. A floor is raised only with its reason
 # in CHANGELOG.md.
 MIN_VENV ?= .venv-min

@@ -1,8 +1,8 @@
 """The declared floors of pyproject.toml as pins, for the version-floor run.
 
 ``make test-min`` installs these in a second virtualenv and runs the suite there,
-so a floor in ``[project] dependencies`` (and the test / examples extras the suite
-imports) is a version that is actually tested. ``name>=X.Y`` becomes
+so a floor in ``[project] dependencies`` (and the test / examples / dask extras the
+suite imports) is a version that is actually tested. ``name>=X.Y`` becomes
 ``name==X.Y.*``: the floor's release series, with its bug-fix releases.
 """
 
@@ -12,15 +12,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The extras the suite itself imports (ruff is not run here: lint runs once).
-EXTRAS = ("test", "examples")
+EXTRAS = ("test", "examples", "dask")
 SKIP = {"ruff"}
 
 
 def _lists(text):
     """``{key: [quoted strings]}`` of the ``key = [...]`` lists in ``text`` (the
-    dependency lists of pyproject.toml; tomllib is Python >= 3.11 only)."""
+    dependency lists of pyproject.toml; tomllib is Python >= 3.11 only). A list
+    ends at a ``]`` that ends its line: ``"dask[array]>=X"`` holds one too."""
     found = {}
-    for key, body in re.findall(r"(?m)^([A-Za-z_-]+)\s*=\s*\[(.*?)\]", text, re.S):
+    pattern = r"(?ms)^([A-Za-z_-]+)\s*=\s*\[(.*?)\]\s*$"
+    for key, body in re.findall(pattern, text):
         found[key] = re.findall(r'"([^"]+)"', body)
     return found
 
@@ -34,12 +36,14 @@ def pins():
         specs += _lists(extras)[extra]
     out = {}
     for spec in specs:
-        match = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9.]+)", spec.replace(" ", ""))
+        match = re.fullmatch(
+            r"([A-Za-z0-9_.-]+)(\[[A-Za-z0-9_,-]+\])?>=([0-9.]+)", spec.replace(" ", "")
+        )
         if match is None:
             sys.exit(f"{spec!r}: every dependency needs a '>=' floor")
-        name, floor = match.groups()
+        name, extras, floor = match.groups()
         if name not in SKIP:
-            out[name.lower()] = f"{name}=={floor}.*"
+            out[name.lower()] = f"{name}{extras or ''}=={floor}.*"
     return sorted(out.values())
 
 

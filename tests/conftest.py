@@ -17,3 +17,22 @@ def non_private_mode():
     mechanisms refuse to release a sensitive value without noise."""
     with _non_private_testing_mode():
         yield
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """A real ``dask.distributed`` cluster: 2 worker processes, 1 thread each,
+    started once per test session and closed at its end. Skipped only where the
+    dask extra is not installed (``make test`` installs it)."""
+    pytest.importorskip("dask.array")
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client

@@ -141,10 +141,10 @@ def speed_table(n, d, quick=False):
                 (
                     Est.__name__,
                     algorithm,
-                    est.n_iter_,
+                    int(est.n_iter_[0]),
                     f"{t_fit:.2f}",
                     f"{t_fit / t_ref:.1f}x",
-                    f"{t_fit / est.n_iter_ / one_pass:.1f}x",
+                    f"{t_fit / est.n_iter_[0] / one_pass:.1f}x",
                     f"{peak / X.nbytes:.2f}x",
                 )
             )

@@ -111,6 +111,7 @@ def compare(make_est, make_ref, X, y):
 
 def _row(label, est, ref_name, t_est, t_ref, t_pass, peak, nbytes):
     iters = getattr(est, "n_iter_", None)
+    iters = None if iters is None else int(np.max(iters))
     per_iter = f"{t_est / iters / t_pass:.2f}" if iters else "-"
     return (
         f"| {label} | {iters if iters else '-'} | {t_est:.3f} | {t_ref:.3f} "
@@ -146,7 +147,7 @@ def defaults_table(sizes):
             ref_name = f"`{Ref.__name__}()`"
             row = _row(label, est, ref_name, t_est, t_ref, t_pass, peak, X.nbytes)
             marginal = marginal_iteration(
-                partial(Est, random_state=0), X, y, est.n_iter_
+                partial(Est, random_state=0), X, y, int(est.n_iter_[0])
             )
             print(f"{row} {marginal / t_pass:.2f} |")
         print(f"\nOne pass at n={n:.0e}, d={d}: {t_pass * 1e3:.2f} ms.\n")

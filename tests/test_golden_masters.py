@@ -91,7 +91,7 @@ def _release(Est, algorithm, target):
         "intercept": _hex(est.intercept_),
         "epsilon": float(spent.epsilon).hex(),
         "delta": float(spent.delta).hex(),
-        "n_iter": int(est.n_iter_),
+        "n_iter": np.asarray(est.n_iter_).item(),
     }
 
 

@@ -50,6 +50,16 @@ __all__ = [
     "checked_penalty",
 ]
 
+#: The documentation site; an estimator's HTML repr links to its API page there
+#: (``doc/api.rst`` generates one page per public estimator under ``generated/``).
+DOCS_URL = "https://skdpsco.readthedocs.io/en/stable/"
+
+#: Input dtypes kept in the release, as scikit-learn's linear models do: the fit
+#: computes in float64 (the noise and its privacy analysis are float64), and
+#: ``coef_``, ``intercept_`` and predictions are cast to float32 for float32
+#: input (post-processing of the release).
+_RELEASE_DTYPES = (np.float64, np.float32)
+
 
 def checked_penalty(penalty, estimator, parameter):
     """The mean-scaled ridge ``penalty`` that ``parameter`` of ``estimator`` gives,
@@ -147,6 +157,10 @@ class DPLinearModel(BaseEstimator):
     #: rows have l2 norm about 1 (for a public row-norm bound of order 1).
     _unit_rows = False
 
+    # The HTML repr (scikit-learn >= 1.3) links to the estimator's API page.
+    _doc_link_module = "skdpsco"
+    _doc_link_template = DOCS_URL + "generated/{estimator_module}.{estimator_name}.html"
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = self._accept_sparse
@@ -189,6 +203,8 @@ class DPLinearModel(BaseEstimator):
 
     def _fit(self, X, y):
         X, y = self._validate_training_data(X, y)
+        dtype = X.dtype
+        X = X.astype(np.float64, copy=False)
         target, n_outputs = self._encode_target(y)
         algorithm = self._algorithm(n_outputs)
         if self.verbose and self.algorithm != algorithm.name:
@@ -230,7 +246,7 @@ class DPLinearModel(BaseEstimator):
             ) from exc
         records = [*scaled.records, *result.records]
         spent = spent_within(records, budget, type(self).__name__)
-        self._store(result, scalings, spent)
+        self._store(result, scalings, spent, dtype)
         if self.verbose:
             # Public numbers only: the calibration, never a data-dependent value.
             print(
@@ -241,15 +257,15 @@ class DPLinearModel(BaseEstimator):
         return self
 
     def _validate_training_data(self, X, y):
-        """``X`` as float64 (sparse: canonical CSR/CSC where supported) and
-        ``y``, with the clear refusals of unsupported input."""
+        """``X`` as float64 or float32 (sparse: canonical CSR/CSC where
+        supported) and ``y``, with the clear refusals of unsupported input."""
         refuse_sparse(self, X)
         X, y = validate_data(
             self,
             X,
             y,
             accept_sparse=("csr", "csc") if self._accept_sparse else False,
-            dtype=np.float64,
+            dtype=_RELEASE_DTYPES,
             y_numeric=not self._is_dp_classifier,
             ensure_min_samples=2,
         )
@@ -280,9 +296,13 @@ class DPLinearModel(BaseEstimator):
                 f"always run in full); leave max_iter=None, got {self.max_iter!r}."
             )
 
-    def _store(self, result, scalings, spent):
+    def _store(self, result, scalings, spent, dtype=np.float64):
         """The released model and what it cost, as fitted attributes (every
-        value is the noisy output or post-processing of it)."""
+        value is the noisy output or post-processing of it).
+
+        ``coef_`` and ``intercept_`` take the input's ``dtype`` (float32 input
+        gives a float32 model, as in scikit-learn); ``n_iter_`` is an array of
+        shape (1,), as ``LogisticRegression``'s (one fit of all outputs)."""
         self._store_scaling(scalings)
         coef = np.asarray(result.coef, dtype=float)
         if scalings is not None:
@@ -293,9 +313,12 @@ class DPLinearModel(BaseEstimator):
                 fit_intercept=self.fit_intercept,
             )
         self._store_coef(coef)
+        if dtype == np.float32:
+            self.coef_ = self.coef_.astype(np.float32)
+            self.intercept_ = np.asarray(self.intercept_, dtype=np.float32)[()]
         for name, value in result.attributes.items():
             setattr(self, name, value)
-        self.n_iter_ = int(result.n_iter)
+        self.n_iter_ = np.full(1, int(result.n_iter), dtype=np.int32)
         self.privacy_spent_ = spent
 
     def _scale(self, X, target, budget, accountant, rng):
@@ -441,15 +464,26 @@ class DPLinearModel(BaseEstimator):
             self.target_center_, self.target_scale_ = scalings.target or (None, None)
 
     def _decision(self, X):
+        X, dtype = self._prediction_input(X, self._accept_sparse)
+        return np.asarray(X @ self._dense_coef().T + self.intercept_).astype(
+            dtype, copy=False
+        )
+
+    def _prediction_input(self, X, accept_sparse):
+        """``X`` validated, in float64, and the dtype of the predictions: that
+        of ``X @ coef_`` as in scikit-learn (float32 only for float32 input to a
+        float32 model); the products are computed in float64."""
         check_is_fitted(self)
         X = validate_data(
             self,
             X,
-            accept_sparse=("csr", "csc") if self._accept_sparse else False,
-            dtype=np.float64,
+            accept_sparse=("csr", "csc") if accept_sparse else False,
+            dtype=_RELEASE_DTYPES,
             reset=False,
         )
-        return np.asarray(X @ self._dense_coef().T + self.intercept_)
+        return X.astype(np.float64, copy=False), np.result_type(
+            X.dtype, self.coef_.dtype
+        )
 
     def _dense_coef(self):
         """``coef_`` as a dense array (classifiers may hold it sparse, see

@@ -570,9 +570,10 @@ _SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(
 )
 
 _SHARED_ATTRS_DOC = """
-    n_iter_ : int
+    n_iter_ : ndarray of shape (1,)
         Public iteration count of the algorithm, always run in full (for
-        ``"objective_perturbation"`` the certified solver's count).
+        ``"objective_perturbation"`` the certified solver's count), as an array
+        like ``LogisticRegression.n_iter_`` (one fit of all outputs).
     privacy_spent_ : PrivacySpent
         What the fit spent: ``epsilon``, ``delta``, the neighbouring relation
         (replace-one, ``n`` public) and the mechanisms; never more than asked. For

@@ -667,8 +667,9 @@ _SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(
 
 
 _SHARED_ATTRS_DOC = """
-    n_iter_ : int
-        Number of iterations run (always ``max_iter``).
+    n_iter_ : ndarray of shape (1,)
+        Number of iterations run, always in full (public), as an array like
+        ``LogisticRegression.n_iter_`` (one fit of all outputs).
     privacy_spent_ : PrivacySpent
         What the fit spent: ``epsilon``, ``delta``, ``rho``, the neighbouring
         relation (replace-one, ``n`` public) and the mechanisms; never more than the

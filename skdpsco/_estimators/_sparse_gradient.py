@@ -32,7 +32,7 @@ from .._solvers._output_perturbation import (
 from .._solvers._sparse_exponential import sparse_exponential_mechanism
 from .._sparse_rows import ROW_BOUND_SLACK, enforce_row_bounds
 from ..privacy._params import PositiveFinite, PublicBound
-from ..utils._compat import Interval, StrOptions, check_is_fitted, validate_data
+from ..utils._compat import Interval, StrOptions
 from ._algorithm import Algorithm, registry
 from ._base import (
     SCALING_PARAM_DOC,
@@ -440,10 +440,10 @@ class _SparseGradientBase(DPLinearModel):
 
     def _decision(self, X):
         # The same per-row map as in fit: a post-processing of the input.
-        check_is_fitted(self)
-        X = validate_data(
-            self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False
-        )
+        X, dtype = self._prediction_input(X, accept_sparse=True)
+        return self._enforced_decision(X).astype(dtype, copy=False)
+
+    def _enforced_decision(self, X):
         if self.feature_scale_ is None:
             enforced = self._enforce(X, self.sparsity_)
             return np.asarray(enforced @ self._dense_coef().T + self.intercept_)
@@ -633,8 +633,9 @@ _SHARED_ATTRS_DOC = """
         the Laplace scale when ``delta = 0``, in the units of the scaled rows and
         of the intercept column's coefficient (``intercept_`` carries ``a`` times
         it, see Notes). None for the other algorithms.
-    n_iter_ : int
-        ``"output_perturbation"``: the public number of iterations of the
+    n_iter_ : ndarray of shape (1,)
+        As an array like ``LogisticRegression.n_iter_`` (one fit of all
+        outputs). ``"output_perturbation"``: the public number of iterations of the
         certified solve (always run in full); ``*_gd``: the number of steps;
         ``*_sgd``: the number of steps of the (selected) run, drawn independently
         of the data; 1 for

@@ -7,9 +7,12 @@ the HTML repr links to the API page.
 
 import numpy as np
 import pytest
-from _helpers import dense_data, public_estimators
+from _helpers import dense_data, noiseless_fit, public_estimators
 from sklearn.base import is_classifier
+from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.class_weight import compute_class_weight
 
 from skdpsco import HeavyTailedDPLogistic
 
@@ -100,3 +103,107 @@ def test_html_repr_links_to_the_api_page(Est):
     html = Est()._repr_html_()
     url = f"https://skdpsco.readthedocs.io/en/stable/generated/skdpsco.{Est.__name__}.html"
     assert f'href="{url}"' in html
+
+
+def _imbalanced(n=400, seed=1):
+    X, y = make_classification(
+        n, 3, n_informative=2, n_redundant=0, weights=[0.85], random_state=seed
+    )
+    return StandardScaler().fit_transform(X), y
+
+
+def test_balanced_class_weight_non_private_limit_is_sklearns():
+    X, y = _imbalanced()
+    est = noiseless_fit(
+        HeavyTailedDPLogistic,
+        X,
+        y,
+        class_weight="balanced",
+        clip_norm=1e6,
+        max_iter=20_000,
+        learning_rate=1.0,
+    )
+    ref = LogisticRegression(class_weight="balanced", tol=1e-12, max_iter=10_000)
+    ref.fit(X, y)
+    np.testing.assert_allclose(
+        est.class_weight_,
+        compute_class_weight("balanced", classes=np.unique(y), y=y),
+        rtol=1e-15,
+    )
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)
+    np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-4)
+
+
+@pytest.mark.parametrize("scaling", ["none", "private"])
+def test_balanced_counts_take_a_tenth_of_the_budget_and_are_accounted(scaling):
+    X, y = _imbalanced(n=4000)
+    est = HeavyTailedDPLogistic(
+        class_weight="balanced", scaling=scaling, random_state=0
+    ).fit(X, y)
+    spent = est.privacy_spent_
+    counts = spent.mechanisms[0]
+    assert counts.name == "label counts" and counts.sensitivity == np.sqrt(2.0)
+    # Exact GDP composition: rho adds up; the counts' share is 10%.
+    rho = counts.sensitivity**2 / (2.0 * counts.scale**2)
+    np.testing.assert_allclose(rho / spent.rho, 0.1, rtol=1e-9)
+    assert spent.epsilon <= 1.0
+    truth = compute_class_weight("balanced", classes=np.unique(y), y=y)
+    # Seeded: the noise of the counts (std 17) moves the weights by a few percent.
+    np.testing.assert_allclose(est.class_weight_, truth, rtol=0.05)
+    assert not np.allclose(est.class_weight_, truth, rtol=1e-6)
+
+
+def test_balanced_under_basic_composition_is_one_scaling_record():
+    # dp_sgd composes the scaling share by basic composition: the counts are one
+    # of the mechanisms of the share's single (epsilon, delta) record.
+    X, y = _imbalanced(n=4000)
+    est = HeavyTailedDPLogistic(
+        class_weight="balanced", scaling="none", algorithm="dp_sgd", random_state=0
+    ).fit(X, y)
+    first = est.privacy_spent_.mechanisms[0]
+    assert first.name == "label counts (1 mechanisms)"
+    np.testing.assert_allclose(first.epsilon, 0.1, rtol=1e-6)
+    assert est.privacy_spent_.epsilon <= 1.0
+
+
+def test_balanced_raises_the_minority_recall_as_in_sklearn():
+    X, y = _imbalanced(n=4000)
+
+    def recall(model):
+        return np.mean(model.predict(X)[y == 1] == 1)
+
+    plain = HeavyTailedDPLogistic(random_state=0).fit(X, y)
+    balanced = HeavyTailedDPLogistic(class_weight="balanced", random_state=0)
+    balanced.fit(X, y)
+    ref = LogisticRegression(class_weight="balanced").fit(X, y)
+    assert recall(plain) < 0.8 < recall(ref) - 0.05 < recall(balanced)
+
+
+def test_balanced_weight_of_an_empty_class_is_capped():
+    # A public class without records: its count is clipped at n / (100 K), so
+    # its weight is 100, not infinite.
+    X, y = _imbalanced()
+    est = noiseless_fit(
+        HeavyTailedDPLogistic, X, y, class_weight="balanced", classes=[0, 1, 2]
+    )
+    counts = np.bincount(y)
+    np.testing.assert_allclose(est.class_weight_, [*(400 / (3 * counts)), 100.0])
+
+
+def test_balanced_counts_under_pure_dp_are_laplace():
+    est = HeavyTailedDPLogistic(class_weight="balanced")
+    est.classes_ = np.array([0, 1])
+    target = np.repeat([0.0, 1.0], [300, 100])
+    (record,) = est._release_label_counts(
+        target, {"epsilon": 0.5}, np.random.default_rng(0)
+    )
+    assert (record.kind, record.sensitivity, record.epsilon) == ("laplace", 2.0, 0.5)
+    np.testing.assert_allclose(est.class_weight_, [400 / 600, 400 / 200], rtol=0.1)
+
+
+def test_balanced_is_refused_by_algorithms_without_weights():
+    X, y = _imbalanced()
+    with pytest.raises(ValueError, match="class_weight is not supported"):
+        HeavyTailedDPLogistic(
+            class_weight="balanced", algorithm="truncated_mean_gd"
+        ).fit(X, y)

@@ -327,16 +327,29 @@ class DPLinearModel(BaseEstimator):
         Returns a :class:`_Scaled`: the standardised data (or a design folding
         the scaling in) and target, the :class:`AlgorithmBudget` left for the
         algorithm, the scalings and the scaling's ledger records. The shares
-        spent are public functions of ``n``, ``d`` and the budget.
+        spent are public functions of ``n``, ``d`` and the budget. A classifier
+        that reads its label counts (``class_weight="balanced"``) releases them
+        first, from their own public share, composed with the scaling's.
         """
+        labels = self._label_count_share()
         if isinstance(self.scaling, str) and self.scaling == "none":
-            return _Scaled(X, target, budget.for_algorithm(accountant))
+            if not labels:
+                return _Scaled(X, target, budget.for_algorithm(accountant))
+            split = budget.split_with_scaling(accountant, labels)
+            records = self._release_label_counts(target, split.scaling, rng)
+            return _Scaled(
+                X,
+                target,
+                split.algorithm,
+                records=self._composed(records, budget, split, "label counts"),
+                shared=True,
+            )
         n, d = X.shape
         regression = not self._is_dp_classifier
         public = not isinstance(self.scaling, str)
         if public:
             x_scaling = self._public_feature_scaling(d)
-            if not regression:
+            if not regression and not labels:
                 fit_scaling = self._fit_units(x_scaling, d)
                 return _Scaled(
                     self._standardise(X, fit_scaling),
@@ -344,9 +357,22 @@ class DPLinearModel(BaseEstimator):
                     budget.for_algorithm(accountant),
                     _Scalings(fit_scaling, x_scaling),
                 )
-        share, y_share = self._scaling_shares(n, 0 if public else d, budget, accountant)
-        split = budget.split_with_scaling(accountant, share)
-        records = []
+        if public and not regression:
+            share, y_share = 0.0, 0.0
+        else:
+            share, y_share = self._scaling_shares(
+                n, 0 if public else d, budget, accountant
+            )
+        split = budget.split_with_scaling(accountant, share + labels)
+        spend, records = split.scaling, []
+        if labels:
+            # The label counts and the scaling split the scaling's spend in the
+            # public ratio of their shares (zCDP and epsilon add up).
+            ratio = labels / (share + labels)
+            records += self._release_label_counts(
+                target, {k: v * ratio for k, v in spend.items()}, rng
+            )
+            spend = {k: v * (1.0 - ratio) for k, v in spend.items()}
         if not public:
             x_scaling = private_column_scaling(
                 X,
@@ -354,7 +380,7 @@ class DPLinearModel(BaseEstimator):
                 center=bool(self.fit_intercept),
                 shared=self._shared_scale and sp.issparse(X),
                 name="feature",
-                **{k: v * (1.0 - y_share) for k, v in split.scaling.items()},
+                **{k: v * (1.0 - y_share) for k, v in spend.items()},
             )
             records += x_scaling.records
         fit_scaling = self._fit_units(x_scaling, d)
@@ -365,26 +391,42 @@ class DPLinearModel(BaseEstimator):
                 rng,
                 center=bool(self.fit_intercept),
                 name="target",
-                **{k: v * y_share for k, v in split.scaling.items()},
+                **{k: v * y_share for k, v in spend.items()},
             )
             records += y_scaling.records
             y_stats = (float(y_scaling.center[0]), float(y_scaling.scale[0]))
             target = y_scaling.transform(target[:, None])[:, 0]
-        if not budget.is_private:
-            # The hidden testing mode: noise-free statistics, nothing to account.
-            records = []
-        elif split.scaling_record is not None:
-            # Basic composition: the scaling as one (eps_s, delta_s) mechanism.
-            name = f"private scaling ({len(records)} mechanisms)"
-            records = [dataclasses.replace(split.scaling_record, name=name)]
         return _Scaled(
             self._standardise(X, fit_scaling),
             target,
             split.algorithm,
             _Scalings(fit_scaling, x_scaling, y_stats),
-            records,
+            self._composed(records, budget, split),
             shared=True,
         )
+
+    @staticmethod
+    def _composed(records, budget, split, name="private scaling"):
+        """The ledger records of what the scaling share released."""
+        if not budget.is_private:
+            # The hidden testing mode: noise-free statistics, nothing to account.
+            return []
+        if split.scaling_record is not None:
+            # Basic composition: the scaling as one (eps_s, delta_s) mechanism.
+            name = f"{name} ({len(records)} mechanisms)"
+            return [dataclasses.replace(split.scaling_record, name=name)]
+        return records
+
+    def _label_count_share(self):
+        """The public share of the budget spent on private label counts (0: the
+        fit reads none)."""
+        return 0.0
+
+    def _release_label_counts(self, target, spend, rng):
+        """Release the label counts with ``spend`` (``{"rho": ...}`` or
+        ``{"epsilon": ...}``); returns their ledger records. Only estimators
+        with a nonzero :meth:`_label_count_share` are asked."""
+        raise NotImplementedError
 
     def _public_feature_scaling(self, n_features):
         """``scaling=(center, scale)``, checked (public arrays, no data read)."""

@@ -30,6 +30,7 @@ from .._mean_estimation._schedules import (
 )
 from .._solvers import noisy_gradient_descent, noisy_sgd
 from .._solvers._sample_aggregate import sample_and_aggregate
+from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy._params import PositiveFinite, PublicBound
 from ..utils._compat import Interval, StrOptions
 from ._algorithm import Algorithm, registry
@@ -786,6 +787,14 @@ class HeavyTailedDPRidge(DPRegressorMixin, _HeavyTailedBase):
         return checked_penalty(self.alpha / n_samples, self, "alpha")
 
 
+#: ``class_weight="balanced"``: the public share of the budget spent on the private
+#: label counts, and the largest weight ``n / (K count)`` a class can get (its noisy
+#: count is clipped below at ``n / (K cap)``, so that a class whose count the noise
+#: drives to zero or below is weighted like a rare class, not infinitely).
+_BALANCED_SHARE = 0.1
+_MAX_BALANCED_WEIGHT = 100.0
+
+
 class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
     __doc__ = f"""Differentially private logistic regression (binary and multinomial).
 
@@ -799,13 +808,19 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
     C : float, default=1.0
         Inverse regularisation strength, as in
         :class:`~sklearn.linear_model.LogisticRegression`.
-    class_weight : dict or None, default=None
+    class_weight : dict, "balanced" or None, default=None
         Public weights ``{{label: weight}}`` multiplying each record's loss, as in
         ``LogisticRegression`` (same minimiser in the non-private limit). Each
         record's *clipped* gradient is multiplied by ``weight / max(weights) <= 1``
         and the penalty is divided by ``max(weights)``, so the sensitivity and the
-        noise are exactly those of the unweighted fit. ``"balanced"`` is refused: it
-        reads the class frequencies of the private data.
+        noise are exactly those of the unweighted fit. ``"balanced"``: the weights
+        ``n / (n_classes * count)`` of scikit-learn, from private class counts
+        released first with a public 10% of ``(epsilon, delta)`` (a Gaussian
+        histogram, Laplace when ``delta = 0``; each noisy count is clipped to
+        ``[n / (100 n_classes), n]``, so no weight exceeds 100), composed into
+        ``privacy_spent_``; the released weights are public from then on and
+        enter as a table given as a dict does. Only the algorithms that support
+        a dict support it.
     classes : array-like or None, default=None
         The public label set. If None, the labels present in ``y`` are used, and
         the label set is then released with the model (like ``n``); give it
@@ -818,7 +833,11 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
         Released coefficients (one row for two classes).
     intercept_ : ndarray of shape (1,) or (n_classes,)
-        Released intercepts.{_SHARED_ATTRS_DOC}
+        Released intercepts.
+    class_weight_ : ndarray of shape (n_classes,)
+        The weight of each class of ``classes_`` the fit used (ones for
+        ``class_weight=None``; with ``"balanced"``, computed from the released
+        noisy counts: post-processing).{_SHARED_ATTRS_DOC}
 
     See Also
     --------
@@ -899,11 +918,7 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
 
     def _check_supported(self, algorithm):
         super()._check_supported(algorithm)
-        if (
-            self.class_weight is not None
-            and not (isinstance(self.class_weight, str))
-            and "class_weight" not in algorithm.supports
-        ):
+        if self.class_weight is not None and "class_weight" not in algorithm.supports:
             supported = [
                 name for name, a in _ALGORITHMS.items() if "class_weight" in a.supports
             ]
@@ -913,16 +928,17 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
                 f"unweighted records); use one of {supported}."
             )
 
-    def _sample_weight(self, target):
-        if self.class_weight is None:
-            return None
-        if self.class_weight == "balanced":
-            raise ValueError(
-                f"{type(self).__name__}: class_weight='balanced' computes weights from "
-                "the class frequencies of the private y, an unaccounted release. Pass "
-                "a dict of public weights instead (e.g. from known population rates)."
-            )
+    def _encode_target(self, y):
+        encoded = super()._encode_target(y)
+        self.class_weight_ = self._public_class_weight()
+        return encoded
+
+    def _public_class_weight(self):
+        """The weight of each class from ``class_weight`` (ones for None, and for
+        ``"balanced"`` until the counts are released)."""
         weights = np.ones(self.classes_.size)
+        if not isinstance(self.class_weight, dict):
+            return weights
         for label, weight in self.class_weight.items():
             matches = np.flatnonzero(self.classes_ == label)
             if matches.size == 0:
@@ -936,8 +952,44 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
                     f"number > 0, got {weight!r}."
                 )
             weights[matches[0]] = float(weight)
-        codes = target.astype(np.intp)
-        return weights[codes], weights.max()
+        return weights
+
+    def _label_count_share(self):
+        return _BALANCED_SHARE if self.class_weight == "balanced" else 0.0
+
+    def _release_label_counts(self, target, spend, rng):
+        """Release the class counts and set the balanced ``class_weight_``.
+
+        Replacing one record moves it from one class to another: two counts
+        change by 1, an l2-sensitivity of ``sqrt(2)`` (Gaussian mechanism of
+        zCDP ``rho``, Bun & Steinke 2016, Prop 1.6) and an l1-sensitivity of 2
+        (Laplace mechanism, Dwork et al. 2006, Prop 1). The weights are
+        post-processing of the counts; the algorithm runs after their release
+        with them as public constants (adaptive composition, Bun & Steinke 2016,
+        Lemma 2.3; basic composition holds adaptively too).
+        """
+        k = self.classes_.size
+        counts = np.bincount(target.astype(np.intp), minlength=k).astype(float)
+        if "rho" in spend:
+            mechanism = GaussianMechanism.from_zcdp(
+                math.sqrt(2.0), spend["rho"], name="label counts", integer=True
+            )
+        else:
+            mechanism = LaplaceMechanism.from_epsilon(
+                2.0, spend["epsilon"], name="label counts"
+            )
+        n = target.shape[0]
+        noisy = np.clip(
+            mechanism.release(counts, rng), n / (k * _MAX_BALANCED_WEIGHT), n
+        )
+        self.class_weight_ = n / (k * noisy)
+        return [mechanism.record()]
+
+    def _sample_weight(self, target):
+        if self.class_weight is None:
+            return None
+        weights = self.class_weight_
+        return weights[target.astype(np.intp)], weights.max()
 
     def _l2_penalty(self, n_samples):
         # LogisticRegression's C sum(loss) + ||w||^2/2, divided by C n.

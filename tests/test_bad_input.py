@@ -118,10 +118,6 @@ _BAD_DATA = {
         _object_garbage,
         r"float\(\) argument must be|could not convert",
     ),
-    "X_2d_y_2d_multioutput": (
-        lambda X, y, c: (X, np.column_stack([y, y])),
-        r"1d array|y should be a 1d array|multioutput|multilabel",
-    ),
 }
 
 _BAD_DATA_REGRESSOR = {
@@ -133,6 +129,12 @@ _BAD_DATA_REGRESSOR = {
 }
 
 _BAD_DATA_CLASSIFIER = {
+    # The regressors fit one model per column of a 2-D y, as Ridge does
+    # (tests/test_multioutput_and_weights.py).
+    "X_2d_y_2d_multioutput": (
+        lambda X, y, c: (X, np.column_stack([y, y])),
+        r"1d array|y should be a 1d array|multioutput|multilabel",
+    ),
     "one_class": (lambda X, y, c: (X, np.ones_like(y)), r"class"),
     "one_class_str": (
         lambda X, y, c: (X, np.full(len(y), "spam", dtype=object)),

@@ -174,8 +174,8 @@ class DPLinearModel(BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
             Training data. No bound on its values is assumed or read.
-        y : array-like of shape (n_samples,)
-            Targets.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets (several columns for a regressor: one model per column).
         **fit_params : dict
             Not supported (``sample_weight`` included): a clear error says why.
 
@@ -235,7 +235,7 @@ class DPLinearModel(BaseEstimator):
             released_row_nnz=None if scalings is None else scalings.fit.row_nnz,
         )
         try:
-            result = algorithm.run(problem)
+            result = self._run(algorithm, problem, accountant)
         except PrivacyBudgetError as exc:
             if not scaled.shared:
                 raise
@@ -256,9 +256,49 @@ class DPLinearModel(BaseEstimator):
             )
         return self
 
+    @staticmethod
+    def _run(algorithm, problem, accountant):
+        """Run ``algorithm`` on ``problem``: once, or for a 2-D target (a
+        multi-output regression) once per column, composed.
+
+        The columns' runs are ``k`` separate mechanisms on the same records,
+        each with the share of the algorithm's budget whose ``k``-fold
+        composition is the whole (:meth:`AlgorithmBudget.per_output`: zCDP
+        ``rho / k`` each, Bun & Steinke 2016, Lemma 2.3; GDP ``mu / sqrt(k)``,
+        Dong, Roth & Su 2022, Cor 3.3; ``(epsilon / k, delta / k)`` by basic
+        composition, Dwork & Roth 2014, Thm 3.16). Every run's records go to
+        the ledger, which composes them again and gates the release.
+        """
+        if problem.target.ndim == 1:
+            return algorithm.run(problem)
+        k = problem.target.shape[1]
+        budget = problem.budget.per_output(accountant, k)
+        results = []
+        for j in range(k):
+            run = dataclasses.replace(
+                problem,
+                target=np.ascontiguousarray(problem.target[:, j]),
+                budget=budget,
+            )
+            results.append(algorithm.run(run))
+        records = [
+            dataclasses.replace(record, name=f"output {j}: {record.name}")
+            if k > 1
+            else record
+            for j, result in enumerate(results)
+            for record in result.records
+        ]
+        return dataclasses.replace(
+            results[0],
+            coef=np.column_stack([np.asarray(r.coef, dtype=float) for r in results]),
+            n_iter=max(int(r.n_iter) for r in results),
+            records=records,
+        )
+
     def _validate_training_data(self, X, y):
         """``X`` as float64 or float32 (sparse: canonical CSR/CSC where
-        supported) and ``y``, with the clear refusals of unsupported input."""
+        supported) and ``y`` (2-D for a multi-output regressor), with the clear
+        refusals of unsupported input."""
         refuse_sparse(self, X)
         X, y = validate_data(
             self,
@@ -266,6 +306,7 @@ class DPLinearModel(BaseEstimator):
             y,
             accept_sparse=("csr", "csc") if self._accept_sparse else False,
             dtype=_RELEASE_DTYPES,
+            multi_output=not self._is_dp_classifier,
             y_numeric=not self._is_dp_classifier,
             ensure_min_samples=2,
         )
@@ -306,12 +347,7 @@ class DPLinearModel(BaseEstimator):
         self._store_scaling(scalings)
         coef = np.asarray(result.coef, dtype=float)
         if scalings is not None:
-            coef = unscale_coef(
-                coef,
-                scalings.fit,
-                *(scalings.target or (0.0, 1.0)),
-                fit_intercept=self.fit_intercept,
-            )
+            coef = self._unscaled(coef, scalings)
         self._store_coef(coef)
         if dtype == np.float32:
             self.coef_ = self.coef_.astype(np.float32)
@@ -320,6 +356,34 @@ class DPLinearModel(BaseEstimator):
             setattr(self, name, value)
         self.n_iter_ = np.full(1, int(result.n_iter), dtype=np.int32)
         self.privacy_spent_ = spent
+
+    def _unscaled(self, coef, scalings):
+        """``coef`` in the original units (:func:`unscale_coef`, column by
+        column for a multi-output regression, each with its target's scale)."""
+        if (
+            coef.ndim == 1
+            or scalings.target is None
+            or np.ndim(scalings.target[0]) == 0
+        ):
+            return unscale_coef(
+                coef,
+                scalings.fit,
+                *(scalings.target or (0.0, 1.0)),
+                fit_intercept=self.fit_intercept,
+            )
+        centers, scales = scalings.target
+        return np.column_stack(
+            [
+                unscale_coef(
+                    coef[:, j],
+                    scalings.fit,
+                    centers[j],
+                    scales[j],
+                    fit_intercept=self.fit_intercept,
+                )
+                for j in range(coef.shape[1])
+            ]
+        )
 
     def _scale(self, X, target, budget, accountant, rng):
         """Release the scaling statistics and standardise (see ``scaling``).
@@ -386,16 +450,10 @@ class DPLinearModel(BaseEstimator):
         fit_scaling = self._fit_units(x_scaling, d)
         y_stats = None
         if regression:
-            y_scaling = private_column_scaling(
-                target[:, None],
-                rng,
-                center=bool(self.fit_intercept),
-                name="target",
-                **{k: v * y_share for k, v in spend.items()},
+            target, y_stats, y_records = self._scale_target(
+                target, rng, {k: v * y_share for k, v in spend.items()}
             )
-            records += y_scaling.records
-            y_stats = (float(y_scaling.center[0]), float(y_scaling.scale[0]))
-            target = y_scaling.transform(target[:, None])[:, 0]
+            records += y_records
         return _Scaled(
             self._standardise(X, fit_scaling),
             target,
@@ -427,6 +485,36 @@ class DPLinearModel(BaseEstimator):
         ``{"epsilon": ...}``); returns their ledger records. Only estimators
         with a nonzero :meth:`_label_count_share` are asked."""
         raise NotImplementedError
+
+    def _scale_target(self, target, rng, budget):
+        """The standardised target, its released ``(center, scale)`` (arrays of
+        one entry per column for a 2-D target) and the release's records.
+
+        Each of the ``k`` columns is scaled by its own release with ``1 / k`` of
+        ``budget``: the composition of the ``k`` releases spends ``budget``
+        (zCDP adds, Bun & Steinke 2016, Lemma 2.3; pure epsilon adds, Dwork &
+        Roth 2014, Thm 3.16).
+        """
+        columns = target[:, None] if target.ndim == 1 else target
+        k = columns.shape[1]
+        share = {key: value / k for key, value in budget.items()}
+        out = np.empty_like(columns)
+        centers, scales, records = [], [], []
+        for j in range(k):
+            y_scaling = private_column_scaling(
+                columns[:, j : j + 1],
+                rng,
+                center=bool(self.fit_intercept),
+                name="target" if k == 1 else f"target {j}",
+                **share,
+            )
+            records += y_scaling.records
+            centers.append(float(y_scaling.center[0]))
+            scales.append(float(y_scaling.scale[0]))
+            out[:, j] = y_scaling.transform(columns[:, j : j + 1])[:, 0]
+        if target.ndim == 1:
+            return out[:, 0], (centers[0], scales[0]), records
+        return out, (np.array(centers), np.array(scales)), records
 
     def _public_feature_scaling(self, n_features):
         """``scaling=(center, scale)``, checked (public arrays, no data read)."""
@@ -534,21 +622,33 @@ class DPLinearModel(BaseEstimator):
 
 
 class DPRegressorMixin(RegressorMixin):
-    """Linear regression output: ``coef_`` of shape (d,), scalar ``intercept_``."""
+    """Linear regression output, like ``Ridge``: ``coef_`` of shape (d,) and a
+    scalar ``intercept_``, or for a 2-D target of ``k > 1`` columns ``coef_`` of
+    shape (k, d) and ``intercept_`` of shape (k,)."""
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # DP noise makes scores on tiny datasets legitimately poor.
         tags.regressor_tags.poor_score = True
+        tags.target_tags.multi_output = True
         return tags
 
     def _encode_target(self, y):
+        # One run per column of a 2-D target (DPLinearModel._run).
         return np.asarray(y, dtype=float), 1
 
     def _store_coef(self, W):
+        # Ridge's shapes: a one-column 2-D target gives coef_ (d,) and
+        # intercept_ (1,); without an intercept, intercept_ is 0.0 throughout.
         d = self.n_features_in_
-        self.coef_ = W[:d].copy()
-        self.intercept_ = float(W[d]) if self.fit_intercept else 0.0
+        if not self.fit_intercept:
+            self.intercept_ = 0.0
+        else:
+            self.intercept_ = float(W[d]) if W.ndim == 1 else W[d].copy()
+        coef = W[:d]
+        if W.ndim == 2:
+            coef = coef[:, 0] if W.shape[1] == 1 else coef.T
+        self.coef_ = coef.copy()
 
     def predict(self, X):
         """Predict with the released linear model (post-processing, no privacy cost).
@@ -559,7 +659,7 @@ class DPRegressorMixin(RegressorMixin):
 
         Returns
         -------
-        ndarray of shape (n_samples,)
+        ndarray of shape (n_samples,) or (n_samples, n_targets)
         """
         return self._decision(X)
 

@@ -654,13 +654,15 @@ class GaussianWidthDPRegressor(DPRegressorMixin, _GaussianWidthBase):
 
     Attributes
     ----------
-    coef_ : ndarray of shape (n_features,)
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
         Released coefficients; ``coef_ * feature_scale_ / target_scale_`` lie in
         ``C`` (``coef_`` itself with ``scaling="none"``), but for the
         coefficients of columns the scaling could not locate, which are 0 (a
         simplex's sum can then fall below ``radius``).
-    intercept_ : float
-        Released intercept (0.0 when ``fit_intercept=False``).{_SHARED_ATTRS_DOC}
+    intercept_ : float or ndarray of shape (n_targets,)
+        Released intercept (0.0 when ``fit_intercept=False``). The shapes are
+        ``Ridge``'s: a 2-D ``y`` of ``n_targets`` columns gets one model per
+        column, the budget split over them by composition.{_SHARED_ATTRS_DOC}
 
     See Also
     --------

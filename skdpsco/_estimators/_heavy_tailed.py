@@ -708,10 +708,12 @@ class HeavyTailedDPRidge(DPRegressorMixin, _HeavyTailedBase):
 
     Attributes
     ----------
-    coef_ : ndarray of shape (n_features,)
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
         Released coefficients.
-    intercept_ : float
-        Released intercept (0.0 when ``fit_intercept=False``).{_SHARED_ATTRS_DOC}
+    intercept_ : float or ndarray of shape (n_targets,)
+        Released intercept (0.0 when ``fit_intercept=False``). The shapes are
+        ``Ridge``'s: a 2-D ``y`` of ``n_targets`` columns gets one model per
+        column, the budget split over them by composition.{_SHARED_ATTRS_DOC}
 
     See Also
     --------

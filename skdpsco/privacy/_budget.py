@@ -25,10 +25,11 @@ How the share is composed with the algorithm depends on the algorithm's mechanis
     share delta)`` with the algorithm's ``((1 - share) epsilon, (1 - share) delta)``.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from ._accounting import gaussian_rho_budget, gdp_to_approx_dp
+from ._accounting import approx_dp_to_gdp, gaussian_rho_budget, gdp_to_approx_dp
 from ._records import MechanismRecord
 
 __all__ = ["ACCOUNTANTS", "AlgorithmBudget", "BudgetSplit", "PrivacyBudget"]
@@ -162,6 +163,41 @@ class AlgorithmBudget:
     def is_private(self):
         """False only in the hidden non-private testing mode (``epsilon = inf``)."""
         return math.isfinite(self.epsilon)
+
+    def per_output(self, accountant, n_outputs):
+        """The budget of each of ``n_outputs`` runs whose composition spends no
+        more than this one (one run per output of a multi-output regression).
+
+        Parameters
+        ----------
+        accountant : {"gdp", "zcdp", "gdp-epsilon", None}
+            How the algorithm's mechanisms compose (see the module notes).
+        n_outputs : int
+
+        Returns
+        -------
+        AlgorithmBudget
+        """
+        k = int(n_outputs)
+        if k == 1 or not self.is_private:
+            return self
+        if accountant in ("gdp", "zcdp"):
+            # zCDP adds over the runs (Bun & Steinke 2016, Lemma 2.3), and so
+            # does the rho of Gaussian mechanisms (Dong, Roth & Su 2022, Cor 3.3).
+            return dataclasses.replace(self, rho=self.rho / k)
+        if accountant == "gdp-epsilon":
+            # k Gaussian mechanisms of GDP parameter mu / sqrt(k) compose to mu
+            # (Dong, Roth & Su 2022, Cor 3.3); the margin keeps the composition
+            # below the whole in floating point.
+            mu = approx_dp_to_gdp(self.epsilon, self.delta) / math.sqrt(k)
+            epsilon = gdp_to_approx_dp(mu * (1.0 - 1e-9), self.delta)
+            return dataclasses.replace(self, epsilon=epsilon)
+        # Basic composition (Dwork & Roth 2014, Thm 3.16).
+        return dataclasses.replace(
+            self,
+            epsilon=self.epsilon / k * (1.0 - 1e-9),
+            delta=self.delta / k * (1.0 - 1e-9),
+        )
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,15 @@ clipped contribution times its weight, sensitivity unchanged (doc/proofs.rst,
 "Several targets" and "Sample weights").
 """
 
+import inspect
 import math
 
 import numpy as np
 import pytest
 from _helpers import noiseless_fit, public_estimators
 from sklearn.base import is_regressor
-from sklearn.datasets import make_regression
-from sklearn.linear_model import Ridge
+from sklearn.datasets import make_classification, make_regression
+from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.preprocessing import StandardScaler
 
 from skdpsco import (
@@ -22,10 +23,21 @@ from skdpsco import (
     HeavyTailedDPRidge,
     SparseGradientDPRegressor,
 )
+from skdpsco._design import LinearDesign
+from skdpsco._mean_estimation import ClippedMeanOracle, PerExampleClipBatchOracle
 from skdpsco.privacy import approx_dp_to_gdp, gdp_to_approx_dp
 from skdpsco.privacy._budget import PrivacyBudget
+from skdpsco.privacy._params import _non_private_testing_mode
 
 REGRESSORS = [E for E in public_estimators() if is_regressor(E())]
+#: The heavy-tailed algorithms whose registry entries support sample_weight.
+WEIGHTED = ["aclipped_sgd", "catoni_gd", "clipped_gd", "dp_sgd", "r_aclipped_sgd"]
+UNWEIGHTED = [
+    "axis_truncated_mean_gd",
+    "sample_aggregate",
+    "smooth_sensitivity_gd",
+    "truncated_mean_gd",
+]
 
 
 def _targets(n=600, d=4, k=3, seed=0):
@@ -167,3 +179,236 @@ def test_classifiers_still_refuse_a_two_column_target():
     X, Y = _targets(k=2)
     with pytest.raises(ValueError):
         HeavyTailedDPLogistic(random_state=0).fit(X, (Y > 0).astype(int))
+
+
+# ---------------------------------------------------------------- sample weights
+
+
+def _weights(n, seed=0):
+    w = np.random.default_rng(seed).uniform(size=n)
+    w[::5] = 0.0
+    w[1::7] = 1.0
+    return w
+
+
+@pytest.mark.parametrize("algorithm", WEIGHTED)
+@pytest.mark.parametrize("Est", [HeavyTailedDPRidge, HeavyTailedDPLogistic])
+def test_unit_weights_are_no_weights_bit_for_bit(Est, algorithm):
+    X, Y = _targets(n=2000, k=1)
+    y = Y[:, 0] if Est is HeavyTailedDPRidge else (Y[:, 0] > 0.3).astype(int)
+    params = dict(algorithm=algorithm, max_iter=3, random_state=0)
+    plain = Est(**params).fit(X, y)
+    ones = Est(**params).fit(X, y, sample_weight=np.ones(2000))
+    assert np.any(plain.coef_ != 0)
+    np.testing.assert_array_equal(ones.coef_, plain.coef_)
+    np.testing.assert_array_equal(ones.intercept_, plain.intercept_)
+    assert ones.privacy_spent_ == plain.privacy_spent_
+
+
+@pytest.mark.parametrize("algorithm", WEIGHTED)
+def test_privacy_spent_does_not_depend_on_the_weights(algorithm):
+    X, Y = _targets(n=2000, k=1)
+    params = dict(algorithm=algorithm, max_iter=3, random_state=0)
+    plain = HeavyTailedDPRidge(**params).fit(X, Y[:, 0])
+    weighted = HeavyTailedDPRidge(**params).fit(
+        X, Y[:, 0], sample_weight=_weights(2000)
+    )
+    assert weighted.privacy_spent_ == plain.privacy_spent_
+    assert not np.array_equal(weighted.coef_, plain.coef_)
+
+
+def _noiseless(Est, X, y, sample_weight, **params):
+    with _non_private_testing_mode():
+        est = Est(scaling="none", epsilon=np.inf, random_state=0, **params)
+        return est.fit(X, y, sample_weight=sample_weight)
+
+
+@pytest.mark.parametrize("algorithm", ["catoni_gd", "clipped_gd"])
+def test_ridge_weights_non_private_limit_matches_sklearn(algorithm):
+    X, Y = _targets(n=300, k=1)
+    y = Y[:, 0]
+    w = _weights(300)
+    est = _noiseless(
+        HeavyTailedDPRidge,
+        X,
+        y,
+        w,
+        algorithm=algorithm,
+        alpha=2.0,
+        clip_norm=1e6,
+        catoni_scale=1e6,
+        gradient_scale=1e6,
+        max_iter=1000,
+    )
+    ref = Ridge(alpha=2.0).fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-6)
+    assert est.intercept_ == pytest.approx(ref.intercept_, abs=1e-6)
+    # Weight 0 drops a record from the gradient sums: sklearn on the kept rows.
+    kept = w > 0
+    dropped = Ridge(alpha=2.0).fit(X[kept], y[kept], sample_weight=w[kept])
+    np.testing.assert_allclose(est.coef_, dropped.coef_, atol=1e-6)
+
+
+def test_ridge_weights_multi_output_non_private_limit_matches_sklearn():
+    X, Y = _targets(n=300)
+    w = _weights(300, seed=1)
+    est = _noiseless(
+        HeavyTailedDPRidge, X, Y, w, alpha=2.0, clip_norm=1e6, max_iter=1000
+    )
+    ref = Ridge(alpha=2.0).fit(X, Y, sample_weight=w)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-6)
+    np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-6)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_logistic_weights_non_private_limit_matches_sklearn(n_classes):
+    X, y = make_classification(
+        300, 3, n_informative=3, n_redundant=0, n_classes=n_classes, random_state=1
+    )
+    X = StandardScaler().fit_transform(X)
+    w = _weights(300)
+    est = _noiseless(
+        HeavyTailedDPLogistic,
+        X,
+        y,
+        w,
+        C=0.5,
+        clip_norm=1e6,
+        max_iter=3000,
+        learning_rate=0.5,
+    )
+    ref = LogisticRegression(C=0.5, tol=1e-12, max_iter=10_000)
+    ref.fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)
+    np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-4)
+
+
+def test_sample_weight_and_class_weight_multiply_as_in_sklearn():
+    X, y = make_classification(200, 3, n_informative=2, n_redundant=0, random_state=1)
+    X = StandardScaler().fit_transform(X)
+    w, class_weight = _weights(200), {0: 3.0, 1: 0.5}
+    est = _noiseless(
+        HeavyTailedDPLogistic,
+        X,
+        y,
+        w,
+        class_weight=class_weight,
+        clip_norm=1e6,
+        max_iter=8000,
+        learning_rate=0.5,
+    )
+    ref = LogisticRegression(class_weight=class_weight, tol=1e-12, max_iter=10_000)
+    ref.fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)
+
+
+def test_weighted_clipped_mean_sensitivity_under_adversarial_neighbours():
+    # Replace-one of a whole record (x, u, w): || mean(D) - mean(D') || <= 2C/n
+    # for weights in [0, 1], through both the fused path of the solver and the
+    # plain one; attained by a weight-1 canary at the clip against a weight-1
+    # record at the clip in the opposite direction.
+    rng = np.random.default_rng(0)
+    n, d, C = 50, 4, 1.5
+    X = rng.normal(size=(n, d))
+    U = rng.normal(size=n) * 3
+    w = _weights(n)
+    w[0] = 1.0
+    oracle = ClippedMeanOracle(C).calibrate(n, rho=np.inf)
+    W = np.zeros(d + 1)
+
+    def mean(X, U, w, fused):
+        design = LinearDesign(X, True)
+        if fused:
+            return oracle.estimate_at(design, W, lambda Z, rows: U[rows], rng, w)
+        return oracle.estimate(design, U, rng, sample_weight=w)
+
+    for fused in (False, True):
+        with _non_private_testing_mode():
+            base = mean(X, U, w, fused)
+        worst = 0.0
+        for canary_x, canary_u, canary_w in [
+            (np.full(d, 1e8), -1e12, 1.0),
+            (-X[0] * 1e6, 1e300 * np.sign(U[0]), 1.0),
+            (np.zeros(d), 1e9, 0.0),
+            (rng.normal(size=d), -U[0], 0.5),
+        ]:
+            X2, U2, w2 = X.copy(), U.copy(), w.copy()
+            X2[0], U2[0], w2[0] = canary_x, canary_u, canary_w
+            with _non_private_testing_mode():
+                other = mean(X2, U2, w2, fused)
+            worst = max(worst, np.linalg.norm(base - other))
+        assert worst <= 2 * C / n * (1 + 1e-12)
+        assert worst > 1.5 * C / n
+    # Negative control: a weight above the cap moves the mean past the bound.
+    X2, U2, w2 = X.copy(), U.copy(), w.copy()
+    X2[0], U2[0], w2[0] = -X[0] * 1e6, 1e300 * np.sign(U[0]), 3.0
+    with _non_private_testing_mode():
+        other = mean(X2, U2, w2, True)
+    assert np.linalg.norm(base - other) > 3 * C / n
+
+
+def test_weighted_dp_sgd_batch_sum_moves_at_most_the_clip():
+    # Add/remove of one record of weight <= 1 moves DP-SGD's clipped batch sum
+    # by at most C (the noise is calibrated to it, Abadi et al. 2016).
+    rng = np.random.default_rng(1)
+    n, d, C = 40, 3, 2.0
+    X = rng.normal(size=(n, d))
+    U = rng.normal(size=n) * 5
+    w = _weights(n)
+    oracle = PerExampleClipBatchOracle(C)
+    oracle.calibrate(n, sampling_rate=1.0, noise_multiplier=0.0)
+    with _non_private_testing_mode():
+        full = oracle.estimate(LinearDesign(X, True), U, rng, sample_weight=w) * n
+        worst = 0.0
+        for i in range(n):
+            keep = np.arange(n) != i
+            part = oracle.estimate(LinearDesign(X[keep], True), U[keep], rng, w[keep])
+            worst = max(worst, np.linalg.norm(full - part * n))
+    assert worst <= C * (1 + 1e-12)
+    assert worst > 0.5 * C
+
+
+def test_sample_weight_refusals():
+    X, Y = _targets(n=100, k=1)
+    y = Y[:, 0]
+    est = HeavyTailedDPRidge(random_state=0)
+    with pytest.raises(ValueError, match=r"\[0, 1\].*divide the weights"):
+        est.fit(X, y, sample_weight=np.full(100, 3.0))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        est.fit(X, y, sample_weight=-np.ones(100))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        est.fit(X, y, sample_weight=np.full(100, np.nan))
+    with pytest.raises(ValueError, match=r"shape \(100,\)"):
+        est.fit(X, y, sample_weight=np.ones(50))
+    with pytest.raises(ValueError, match=r"shape \(100,\)"):
+        est.fit(X, y, sample_weight=np.ones((100, 2)))
+    assert not hasattr(est, "coef_")
+    # A scalar weight in [0, 1] applies to every record, as in scikit-learn.
+    half = HeavyTailedDPRidge(random_state=0).fit(X, y, sample_weight=0.5)
+    halves = HeavyTailedDPRidge(random_state=0).fit(
+        X, y, sample_weight=np.full(100, 0.5)
+    )
+    np.testing.assert_array_equal(half.coef_, halves.coef_)
+
+
+@pytest.mark.parametrize("algorithm", UNWEIGHTED)
+def test_algorithms_without_a_weighted_analysis_refuse_and_name_those_with(algorithm):
+    X, Y = _targets(n=100, k=1)
+    est = HeavyTailedDPRidge(algorithm=algorithm, random_state=0)
+    with pytest.raises(ValueError, match="sample_weight is not supported") as info:
+        est.fit(X, Y[:, 0], sample_weight=np.ones(100))
+    named = str(info.value).split("use one of ")[1]
+    assert sorted(eval(named.rstrip("."))) == WEIGHTED
+    assert not hasattr(est, "coef_")
+
+
+@pytest.mark.parametrize(
+    "Est", [E for E in public_estimators() if "HeavyTailed" not in E.__name__]
+)
+def test_families_without_weighted_algorithms_keep_refusing_sample_weight(Est):
+    assert "sample_weight" not in inspect.signature(Est.fit).parameters
+    assert "sample_weight" in inspect.signature(HeavyTailedDPRidge.fit).parameters
+    X, Y = _targets(n=100, k=1)
+    y = Y[:, 0] if is_regressor(Est()) else (Y[:, 0] > 0.3).astype(int)
+    with pytest.raises(TypeError, match=f"{Est.__name__}.*sample_weight"):
+        Est(random_state=0).fit(X, y, sample_weight=np.ones(100))

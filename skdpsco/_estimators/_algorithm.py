@@ -40,6 +40,9 @@ class FitProblem:
     released_row_nnz : int or None
         The typical number of non-zeros per row released by the private scaling
         of sparse input (a public bound from then on), else None.
+    sample_weight : ndarray of shape (n_samples,) or None
+        Per-record weights in ``[0, 1]`` (only for algorithms that support
+        ``"sample_weight"``).
     """
 
     estimator: object
@@ -49,6 +52,7 @@ class FitProblem:
     budget: AlgorithmBudget
     rng: np.random.Generator
     released_row_nnz: int | None = None
+    sample_weight: np.ndarray | None = None
 
     @property
     def n_features(self):
@@ -75,7 +79,8 @@ class Algorithm:
         The smallest ``n_samples`` it runs with.
     supports : frozenset of str
         Optional features it supports (``"class_weight"``: public per-record
-        weights, whose effect its sensitivity analysis covers; ``"max_iter"``: the
+        weights, whose effect its sensitivity analysis covers; ``"sample_weight"``:
+        per-record weights in ``[0, 1]``, likewise; ``"max_iter"``: the
         number of passes over the data is the user's to set, where the others'
         is fixed by their theorem).
     """

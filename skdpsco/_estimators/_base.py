@@ -39,7 +39,12 @@ from ..privacy._params import (
     check_privacy_params,
 )
 from ..utils._compat import StrOptions, _fit_context, check_is_fitted, validate_data
-from ..utils._validation import canonical_sparse, refuse_fit_params, refuse_sparse
+from ..utils._validation import (
+    canonical_sparse,
+    checked_sample_weight,
+    refuse_fit_params,
+    refuse_sparse,
+)
 from ._algorithm import FitProblem
 
 __all__ = [
@@ -187,6 +192,11 @@ class DPLinearModel(BaseEstimator):
             that fails does not half-overwrite a previous release).
         """
         refuse_fit_params(self, fit_params)
+        return self._guarded_fit(X, y, None)
+
+    def _guarded_fit(self, X, y, sample_weight):
+        """:meth:`_fit` under a fixed floating-point error state, restoring the
+        estimator if it raises."""
         state = dict(self.__dict__)
         try:
             # Floating-point events (an underflow on a subnormal record, an
@@ -195,16 +205,18 @@ class DPLinearModel(BaseEstimator):
             # neighbour and not the other would be a release. Every bound and
             # finiteness check of the fit is explicit.
             with np.errstate(all="ignore"):
-                return self._fit(X, y)
+                return self._fit(X, y, sample_weight)
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(state)
             raise
 
-    def _fit(self, X, y):
+    def _fit(self, X, y, sample_weight=None):
         X, y = self._validate_training_data(X, y)
         dtype = X.dtype
         X = X.astype(np.float64, copy=False)
+        if sample_weight is not None:
+            sample_weight = checked_sample_weight(sample_weight, X, self)
         target, n_outputs = self._encode_target(y)
         algorithm = self._algorithm(n_outputs)
         if self.verbose and self.algorithm != algorithm.name:
@@ -213,6 +225,8 @@ class DPLinearModel(BaseEstimator):
                 f"{algorithm.name!r}: {self._auto_reason(n_outputs)}"
             )
         self._check_supported(algorithm)
+        if sample_weight is not None:
+            self._check_sample_weight_supported(algorithm)
         budget = check_privacy_params(
             self,
             X.shape[0],
@@ -233,6 +247,7 @@ class DPLinearModel(BaseEstimator):
             rng,
             # A released row statistic the algorithm may use as a public bound.
             released_row_nnz=None if scalings is None else scalings.fit.row_nnz,
+            sample_weight=sample_weight,
         )
         try:
             result = self._run(algorithm, problem, accountant)
@@ -293,6 +308,22 @@ class DPLinearModel(BaseEstimator):
             coef=np.column_stack([np.asarray(r.coef, dtype=float) for r in results]),
             n_iter=max(int(r.n_iter) for r in results),
             records=records,
+        )
+
+    def _check_sample_weight_supported(self, algorithm):
+        """Refuse ``sample_weight`` with an algorithm whose sensitivity
+        analysis does not cover weighted records, naming those that do."""
+        if "sample_weight" in algorithm.supports:
+            return
+        supported = [
+            name
+            for name, entry in self._ALGORITHMS.items()
+            if "sample_weight" in entry.supports
+        ]
+        raise ValueError(
+            f"{type(self).__name__}: sample_weight is not supported by "
+            f"algorithm={algorithm.name!r} (its sensitivity analysis assumes "
+            f"unweighted records); use one of {supported}."
         )
 
     def _validate_training_data(self, X, y):

@@ -32,7 +32,7 @@ from .._solvers import noisy_gradient_descent, noisy_sgd
 from .._solvers._sample_aggregate import sample_and_aggregate
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy._params import PositiveFinite, PublicBound
-from ..utils._compat import Interval, StrOptions
+from ..utils._compat import Interval, StrOptions, _fit_context
 from ._algorithm import Algorithm, registry
 from ._base import (
     SCALING_PARAM_DOC,
@@ -308,7 +308,9 @@ def _inputs(problem):
     n_outputs = problem.n_outputs
     shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
     l2_penalty = est._l2_penalty(problem.budget.n_samples)
-    sample_weight = None
+    # The caller's weights, already in [0, 1]: they multiply each record's
+    # clipped contribution, so every sensitivity is the unweighted one.
+    sample_weight = problem.sample_weight
     weighting = est._sample_weight(problem.target)
     if weighting is not None:
         # Weights w_i enter as w_i / W <= 1 after clipping (sensitivity
@@ -318,8 +320,11 @@ def _inputs(problem):
         # that one depends on which labels occur in the private y, and would
         # rescale every record's contribution, the penalty and the step size
         # between neighbours (tested).
-        sample_weight, top = weighting
-        sample_weight, l2_penalty = sample_weight / top, l2_penalty / top
+        class_weight, top = weighting
+        class_weight, l2_penalty = class_weight / top, l2_penalty / top
+        sample_weight = (
+            class_weight if sample_weight is None else class_weight * sample_weight
+        )
     return _Inputs(est._loss(n_outputs), design, shape, l2_penalty, sample_weight)
 
 
@@ -410,8 +415,10 @@ def _accountant(oracle_class):
     return "gdp" if oracle_class.all_gaussian else "zcdp"
 
 
-#: The algorithms (every entry is audited in tests/audit). "class_weight": public
-#: per-record weights keep the oracle's sensitivity (weights <= 1 after clipping);
+#: The algorithms (every entry is audited in tests/audit). "class_weight" and
+#: "sample_weight": per-record weights in [0, 1] keep the oracle's sensitivity
+#: (they multiply a clipped gradient, or a bounded Catoni influence, of norm at
+#: most the unweighted bound: doc/proofs.rst, "Sample weights");
 #: "max_iter": the number of passes is the user's to set (sample and aggregate
 #: makes one pass over each of its subsets).
 _ALGORITHMS = registry(
@@ -419,13 +426,13 @@ _ALGORITHMS = registry(
         "clipped_gd",
         _gradient_descent(_plan_clipped),
         _accountant(ClippedMeanOracle),
-        supports=frozenset({"class_weight", "max_iter"}),
+        supports=frozenset({"class_weight", "max_iter", "sample_weight"}),
     ),
     Algorithm(
         "catoni_gd",
         _gradient_descent(_plan_catoni),
         _accountant(CatoniMeanOracle),
-        supports=frozenset({"class_weight", "max_iter"}),
+        supports=frozenset({"class_weight", "max_iter", "sample_weight"}),
     ),
     Algorithm(
         "truncated_mean_gd",
@@ -448,7 +455,7 @@ _ALGORITHMS = registry(
     Algorithm(
         "dp_sgd",
         _sgd(_make_sgd_planner(PerExampleClipBatchOracle, "suffix", 1)),
-        supports=frozenset({"class_weight", "max_iter"}),
+        supports=frozenset({"class_weight", "max_iter", "sample_weight"}),
     ),
     Algorithm(
         "aclipped_sgd",
@@ -457,7 +464,7 @@ _ALGORITHMS = registry(
                 AveragedClipBatchOracle, "uniform", 1, _ACLIP_STEP_DIVISOR
             )
         ),
-        supports=frozenset({"class_weight", "max_iter"}),
+        supports=frozenset({"class_weight", "max_iter", "sample_weight"}),
     ),
     Algorithm(
         "r_aclipped_sgd",
@@ -469,7 +476,7 @@ _ALGORITHMS = registry(
                 _ACLIP_STEP_DIVISOR,
             )
         ),
-        supports=frozenset({"class_weight", "max_iter"}),
+        supports=frozenset({"class_weight", "max_iter", "sample_weight"}),
     ),
 )
 
@@ -495,6 +502,35 @@ class _HeavyTailedBase(DPLinearModel):
         ],
         "radius": [None, PublicBound()],
     }
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model with the stated ``(epsilon, delta)`` guarantee.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data. No bound on its values is assumed or read.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets (several columns for the regressor: one model per column,
+            the budget split over them by composition).
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            Per-record weights in ``[0, 1]``, multiplying each record's loss as
+            in scikit-learn (``"clipped_gd"``, ``"catoni_gd"`` and the ``*_sgd``
+            algorithms; the others refuse them). Each record's clipped gradient
+            is multiplied by its weight, so the sensitivity, the noise and
+            ``privacy_spent_`` are those of the unweighted fit. Larger weights
+            are refused: divide them by a public bound on their maximum (the
+            largest weight given is itself private). The private scaling
+            ignores the weights (it releases unweighted statistics).
+
+        Returns
+        -------
+        self : object
+            Fitted estimator, with ``privacy_spent_`` recording what the fit spent.
+            If the fit raises, the estimator is left exactly as it was.
+        """
+        return self._guarded_fit(X, y, sample_weight)
 
     def _sample_weight(self, target):
         """``None``, or per-record weights and their public normaliser.

@@ -107,7 +107,7 @@ class ClippedMeanOracle(SingleMechanismOracle, GradientMeanOracle):
     def estimate(self, design, U, rng, sample_weight=None):
         """Noisy clipped mean of the per-sample gradients ``u_i (outer) x~_i``.
 
-        ``sample_weight`` (public, in ``[0, 1]``) multiplies each *clipped* gradient,
+        ``sample_weight`` (in ``[0, 1]``) multiplies each *clipped* gradient,
         so every summand still has norm ``<= C`` and the sensitivity is unchanged.
         """
         coeffs = self._coefficients(U, design.row_norms(), sample_weight)

@@ -27,7 +27,7 @@ class GradientMeanOracle:
             ``rows`` (a slice) at their predictions ``Z``, row-wise.
         rng : numpy.random.Generator
         sample_weight : ndarray of shape (n,) or None
-            Public per-record weights in ``[0, 1]`` (see the solver).
+            Per-record weights in ``[0, 1]`` (see the solver).
         """
         U = derivative(design.predict(W), slice(None))
         if sample_weight is None:

@@ -72,8 +72,9 @@ def noisy_gradient_descent(
         2012), mean of all ``w_1..w_T`` (Kamath et al. convex case), or ``w_T``
         (strongly convex case). All are post-processing.
     sample_weight : ndarray of shape (n,) or None
-        Public per-record weights in ``[0, 1]`` (from a public ``class_weight``,
-        divided by its maximum), handed to the oracle, which applies them after
+        Per-record weights in ``[0, 1]`` (the caller's ``sample_weight``, and/or a
+        public ``class_weight`` divided by its maximum; part of each record, never
+        read for a public decision), handed to the oracle, which applies them after
         clipping / robust transformation: a weight <= 1 can only shrink a record's
         contribution, so the oracle's sensitivity is unchanged.
     verbose : int

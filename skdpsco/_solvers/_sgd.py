@@ -77,7 +77,8 @@ def noisy_sgd(
     n_stages : int
         1 for plain SGD; > 1 for the restarted schedule.
     sample_weight : ndarray or None
-        Public weights in ``[0, 1]`` handed to the oracle.
+        Per-record weights in ``[0, 1]`` handed to the oracle (see
+        :func:`noisy_gradient_descent`).
     verbose : int
     rng : numpy.random.Generator
 

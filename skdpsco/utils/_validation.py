@@ -11,6 +11,7 @@ from ._sparse import fresh_view
 __all__ = [
     "canonical_sparse",
     "check_int",
+    "checked_sample_weight",
     "check_real",
     "refuse_fit_params",
     "refuse_sparse",
@@ -44,18 +45,58 @@ def canonical_sparse(X, name):
 def refuse_fit_params(estimator, fit_params):
     """A clear error for ``fit(..., sample_weight=...)`` and other fit parameters.
 
-    Per-record weights chosen by the caller change the sensitivity of every
-    mechanism (one heavy record moves the statistic by its weight), so the
-    estimators take none; :class:`~skdpsco.HeavyTailedDPLogistic` accepts
-    ``class_weight``, a public per-class table whose effect is accounted.
+    Per-record weights of unbounded size change the sensitivity of every
+    mechanism (one heavy record moves the statistic by its weight); the
+    estimators whose ``fit`` names ``sample_weight`` take weights in ``[0, 1]``
+    (:func:`checked_sample_weight`) and the others none;
+    :class:`~skdpsco.HeavyTailedDPLogistic` also accepts ``class_weight``, a
+    public per-class table whose effect is accounted.
     """
     if fit_params:
         raise TypeError(
             f"{type(estimator).__name__}.fit() does not accept "
             f"{', '.join(sorted(fit_params))}: per-record weights would change the "
             "sensitivity of its privacy mechanisms, so they are not supported "
-            "(a classifier's public class_weight is, where available)."
+            "(sample_weight in [0, 1] is, by HeavyTailedDPRidge and "
+            "HeavyTailedDPLogistic; a classifier's public class_weight is, where "
+            "available)."
         )
+
+
+def checked_sample_weight(sample_weight, X, estimator):
+    """``sample_weight`` as a float64 array of shape ``(n_samples,)`` in
+    ``[0, 1]``, or a clear error.
+
+    The cap 1 is the public bound on a record's weight that keeps every
+    sensitivity of the unweighted fit: a weighted record's contribution to a
+    clipped sum is its clipped contribution times ``w_i <= 1`` (the privacy
+    proofs page, "Sample weights"). Weights outside ``[0, 1]`` (like non-finite values)
+    are outside the input contract and refused before any data is used; the
+    caller divides them by a public bound on their maximum (the maximum of the
+    weights given is itself a statistic of the records).
+    """
+    name = type(estimator).__name__
+    n = X.shape[0]
+    weights = np.asarray(sample_weight)
+    if weights.ndim == 0:
+        weights = np.full(n, weights)
+    if weights.ndim != 1 or weights.shape[0] != n:
+        raise ValueError(
+            f"{name}: sample_weight must have shape ({n},) (one weight per "
+            f"sample), got {weights.shape}."
+        )
+    try:
+        weights = weights.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: sample_weight must be numeric.") from exc
+    if not np.all((weights >= 0) & (weights <= 1)):
+        raise ValueError(
+            f"{name}: sample_weight must lie in [0, 1] (the public cap on a "
+            "record's weight that keeps the sensitivity of the unweighted fit); "
+            "divide the weights by a public bound on their maximum (known "
+            "before seeing the data: the largest weight given is itself private)."
+        )
+    return weights
 
 
 def refuse_sparse(estimator, X):

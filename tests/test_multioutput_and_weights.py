@@ -412,3 +412,16 @@ def test_families_without_weighted_algorithms_keep_refusing_sample_weight(Est):
     y = Y[:, 0] if is_regressor(Est()) else (Y[:, 0] > 0.3).astype(int)
     with pytest.raises(TypeError, match=f"{Est.__name__}.*sample_weight"):
         Est(random_state=0).fit(X, y, sample_weight=np.ones(100))
+
+
+def test_multioutput_n_iter_has_one_count_per_target():
+    # Ridge's iterative solvers report n_iter_ of shape (n_targets,).
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 3))
+    Y = X @ rng.normal(size=(3, 2))
+    est = HeavyTailedDPRidge(epsilon=2.0, max_iter=7, random_state=0).fit(X, Y)
+    assert est.n_iter_.shape == (2,)
+    assert est.n_iter_.dtype == np.int32
+    assert est.n_iter_.tolist() == [7, 7]
+    single = HeavyTailedDPRidge(epsilon=2.0, max_iter=7, random_state=0).fit(X, Y[:, 0])
+    assert single.n_iter_.tolist() == [7]

@@ -266,7 +266,7 @@ class DPLinearModel(BaseEstimator):
             # Public numbers only: the calibration, never a data-dependent value.
             print(
                 f"[{type(self).__name__}] algorithm={algorithm.name!r}: released "
-                f"after {int(result.n_iter)} iterations; epsilon spent "
+                f"after {int(np.max(result.n_iter))} iterations; epsilon spent "
                 f"{spent.epsilon:.4g} of {budget.epsilon:.4g}"
             )
         return self
@@ -306,7 +306,7 @@ class DPLinearModel(BaseEstimator):
         return dataclasses.replace(
             results[0],
             coef=np.column_stack([np.asarray(r.coef, dtype=float) for r in results]),
-            n_iter=max(int(r.n_iter) for r in results),
+            n_iter=tuple(int(r.n_iter) for r in results),
             records=records,
         )
 
@@ -374,7 +374,8 @@ class DPLinearModel(BaseEstimator):
 
         ``coef_`` and ``intercept_`` take the input's ``dtype`` (float32 input
         gives a float32 model, as in scikit-learn); ``n_iter_`` is an array of
-        shape (1,), as ``LogisticRegression``'s (one fit of all outputs)."""
+        shape (1,), as ``LogisticRegression``'s (one fit of all outputs), or
+        ``(k,)`` for a regressor's ``k`` targets fitted one by one (as ``Ridge``'s)."""
         self._store_scaling(scalings)
         coef = np.asarray(result.coef, dtype=float)
         if scalings is not None:
@@ -385,7 +386,7 @@ class DPLinearModel(BaseEstimator):
             self.intercept_ = np.asarray(self.intercept_, dtype=np.float32)[()]
         for name, value in result.attributes.items():
             setattr(self, name, value)
-        self.n_iter_ = np.full(1, int(result.n_iter), dtype=np.int32)
+        self.n_iter_ = np.atleast_1d(np.asarray(result.n_iter, dtype=np.int32))
         self.privacy_spent_ = spent
 
     def _unscaled(self, coef, scalings):

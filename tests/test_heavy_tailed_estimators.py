@@ -425,8 +425,11 @@ def test_verbose_prints_budget_never_losses(capsys):
     out = capsys.readouterr().out.strip().splitlines()
     # One line per iteration, then the release line every estimator prints.
     assert len(out) == 11
-    spent, total = out[-2].split("budget spent ")[1].split(" of ")
-    assert spent == total and out[-2].startswith("[ClippedMeanOracle] iteration 10/10")
+    spent, total = out[-2].split("epsilon spent ")[1].split(";")[0].split(" of ")
+    assert spent == total == "1"
+    assert out[-2].startswith(
+        "[HeavyTailedDPRidge] algorithm='clipped_gd': iteration 10/10; "
+    )
     assert out[-1].startswith("[HeavyTailedDPRidge] algorithm='clipped_gd': released")
     assert all("loss" not in line.lower() for line in out)
 

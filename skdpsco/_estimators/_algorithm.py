@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._solvers._progress import NO_PROGRESS
 from ..privacy._budget import ACCOUNTANTS, AlgorithmBudget
 
 __all__ = ["Algorithm", "FitProblem", "registry"]
@@ -43,6 +44,9 @@ class FitProblem:
     sample_weight : ndarray of shape (n_samples,) or None
         Per-record weights in ``[0, 1]`` (only for algorithms that support
         ``"sample_weight"``).
+    progress : Progress or NoProgress
+        The reporter the iterative solvers hand their public progress to
+        (:mod:`skdpsco._solvers._progress`); silent by default.
     """
 
     estimator: object
@@ -53,6 +57,7 @@ class FitProblem:
     rng: np.random.Generator
     released_row_nnz: int | None = None
     sample_weight: np.ndarray | None = None
+    progress: object = NO_PROGRESS
 
     @property
     def n_features(self):

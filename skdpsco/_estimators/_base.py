@@ -29,6 +29,7 @@ from .._column_scaling import (
     scaling_share,
     unscale_coef,
 )
+from .._solvers._progress import NO_PROGRESS, Progress
 from ..exceptions import PrivacyBudgetError
 from ..privacy._budget import AlgorithmBudget
 from ..privacy._discrete import make_generator
@@ -248,6 +249,7 @@ class DPLinearModel(BaseEstimator):
             # A released row statistic the algorithm may use as a public bound.
             released_row_nnz=None if scalings is None else scalings.fit.row_nnz,
             sample_weight=sample_weight,
+            progress=self._progress(algorithm, budget, scaled.records),
         )
         try:
             result = self._run(algorithm, problem, accountant)
@@ -324,6 +326,19 @@ class DPLinearModel(BaseEstimator):
             f"{type(self).__name__}: sample_weight is not supported by "
             f"algorithm={algorithm.name!r} (its sensitivity analysis assumes "
             f"unweighted records); use one of {supported}."
+        )
+
+    def _progress(self, algorithm, budget, records):
+        """The reporter of the iterative solvers: silent unless ``verbose``."""
+        if not self.verbose:
+            return NO_PROGRESS
+        return Progress(
+            type(self).__name__,
+            algorithm.name,
+            budget.epsilon,
+            budget.delta,
+            records,
+            self.verbose,
         )
 
     def _validate_training_data(self, X, y):

@@ -71,7 +71,9 @@ def _project_released(constraint, W, n_features, intercept_bound):
     return W
 
 
-def _run_objective_perturbation(est, design, target, loss, n_classes, budget, C, rng):
+def _run_objective_perturbation(
+    est, design, target, loss, n_classes, budget, C, rng, progress
+):
     # The multinomial loss (3+ classes) runs with its own constants (rank K - 1
     # Hessian, chi_2K tail of the Gaussian term): see the solver's module docstring.
     if loss.name not in ("squared", "logistic", "multinomial"):
@@ -99,7 +101,7 @@ def _run_objective_perturbation(est, design, target, loss, n_classes, budget, C,
     )
 
 
-def _run_mirror_descent(est, design, target, loss, n_classes, budget, C, rng):
+def _run_mirror_descent(est, design, target, loss, n_classes, budget, C, rng, progress):
     p = est._geometry_p(design, loss, n_classes)
     if not 1.0 < p <= 2.0:
         raise ValueError(
@@ -117,6 +119,7 @@ def _run_mirror_descent(est, design, target, loss, n_classes, budget, C, rng):
         row_norm_bound=est.row_norm_bound,
         n_classes=n_classes,
         n_iter="auto" if est.max_iter is None else est.max_iter,
+        progress=progress,
         rng=rng,
     )
     result.coef = _project_released(
@@ -125,7 +128,7 @@ def _run_mirror_descent(est, design, target, loss, n_classes, budget, C, rng):
     return result
 
 
-def _run_phased_sgd(est, design, target, loss, n_classes, budget, C, rng):
+def _run_phased_sgd(est, design, target, loss, n_classes, budget, C, rng, progress):
     p = est._geometry_p(design, loss, n_classes, euclidean_default=True)
     if not p >= 2.0:
         raise ValueError(
@@ -145,6 +148,7 @@ def _run_phased_sgd(est, design, target, loss, n_classes, budget, C, rng):
         norm_bound=float(C.radius_l2),
         p=p,
         n_classes=n_classes,
+        progress=progress,
         rng=rng,
     )
     result.coef = _project_released(
@@ -153,7 +157,9 @@ def _run_phased_sgd(est, design, target, loss, n_classes, budget, C, rng):
     return result
 
 
-def _run_shuffled_mirror_descent(est, design, target, loss, n_classes, budget, C, rng):
+def _run_shuffled_mirror_descent(
+    est, design, target, loss, n_classes, budget, C, rng, progress
+):
     if design.fit_intercept:
         raise ValueError(
             f"{type(est).__name__}(algorithm='shuffled_mirror_descent') supports "
@@ -190,6 +196,7 @@ def _run_shuffled_mirror_descent(est, design, target, loss, n_classes, budget, C
         ),
         variant="shuffled" if amplifies else "batched",
         n_classes=n_classes,
+        progress=progress,
         rng=rng,
     )
 
@@ -220,6 +227,7 @@ def _runner(name, solve):
             problem.budget,
             est._make_constraint(problem.n_features),
             problem.rng,
+            problem.progress,
         )
 
     return run

@@ -355,7 +355,7 @@ def _gradient_descent(build_plan):
             radius=plan.radius,
             averaging=plan.averaging,
             sample_weight=inputs.sample_weight,
-            verbose=est.verbose,
+            progress=problem.progress,
             rng=problem.rng,
         )
 
@@ -385,7 +385,7 @@ def _sgd(build_plan):
             averaging=plan.averaging,
             n_stages=plan.n_stages,
             sample_weight=inputs.sample_weight,
-            verbose=est.verbose,
+            progress=problem.progress,
             rng=problem.rng,
         )
 

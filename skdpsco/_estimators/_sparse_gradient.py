@@ -73,6 +73,8 @@ class _Problem:
         ``D``: the declared or automatic bound on the coefficients' l2 norm.
     budget : AlgorithmBudget
     rng : numpy.random.Generator
+    progress : Progress or NoProgress
+        The fit's public progress reporter.
     """
 
     design: LinearDesign
@@ -88,6 +90,7 @@ class _Problem:
     coef_norm_bound: float
     budget: object
     rng: object
+    progress: object
 
 
 def _fit_output_perturbation(est, problem, l2_penalty, budget, rng):
@@ -139,7 +142,7 @@ def _run_gd(est, problem, oracle, budget, l2_penalty, rng):
         l2_penalty=l2_penalty,
         radius=problem.radius,
         averaging="suffix",
-        verbose=est.verbose,
+        progress=problem.progress,
         rng=rng,
     )
     return result, oracle.noise_scale
@@ -178,6 +181,7 @@ def _fit_bias_reduced_sgd(est, problem, l2_penalty, budget, rng):
         problem.design,
         problem.target,
         problem.loss,
+        progress=problem.progress,
         rng=rng,
         **_sgd_params(est, problem, l2_penalty, budget),
     )
@@ -192,6 +196,7 @@ def _fit_boosted_sgd(est, problem, l2_penalty, budget, rng):
         problem.loss,
         loss_bound=est.loss_bound,
         confidence=est.failure_prob,
+        progress=problem.progress,
         rng=rng,
         **_sgd_params(est, problem, l2_penalty, budget),
     )
@@ -422,6 +427,7 @@ class _SparseGradientBase(DPLinearModel):
             coef_norm_bound=coef_norm_bound,
             budget=budget,
             rng=fit_problem.rng,
+            progress=fit_problem.progress,
         )
 
     def _auto_l2_penalty(self, problem):

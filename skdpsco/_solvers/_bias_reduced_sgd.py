@@ -49,6 +49,7 @@ from ..privacy._accounting import account_records, calibrate_analytic_gaussian
 from ..privacy._discrete import _uniform_below, uniform_sample
 from ..privacy._filter import PrivacyFilter, filtered_run_record, step_cost
 from ..utils._validation import check_int, check_real
+from ._progress import NO_PROGRESS
 from ._result import SolverResult
 
 __all__ = [
@@ -457,7 +458,7 @@ def bias_reduced_sgd(
     smoothness=None,
     initial_gap=None,
     stopping="lagged",
-    verbose=0,
+    progress=NO_PROGRESS,
     rng,
 ):
     """Subsampled bias-reduced sparse SGD, randomly stopped (Ghazi et al., Algorithm 4).
@@ -516,8 +517,14 @@ def bias_reduced_sgd(
         ``H`` and ``Gamma >= F(x0) - min F`` (public), nonconvex ``"auto"`` rate only.
     stopping : {"lagged", "precheck"}, default="lagged"
         See :func:`bias_reduced_sgd_budget`. ``"lagged"`` is the paper's.
-    verbose : int, default=0
-        Prints the step count and the filter's state (public numbers only).
+    progress : Progress or NoProgress, default=NO_PROGRESS
+        Public progress reporter (:mod:`._progress`). The number of steps is
+        random (public levels only), so the planned count it reports is the
+        largest of the data-free simulated stopping times
+        (:func:`stopping_time_quantile`); a run that goes past it reports no
+        more (the release line follows). The filter's guarantee holds for the
+        run as a whole (Thm A.4), so the reported epsilon is the run's
+        certified total from the first step on.
     rng : numpy.random.Generator
 
     Returns
@@ -553,6 +560,14 @@ def bias_reduced_sgd(
     filt = PrivacyFilter(
         plan["filter_epsilon"], plan["delta_prime"], plan["delta_double_prime"]
     )
+    record = filtered_run_record(
+        "bias-reduced sparse SGD (privacy filter)", plan["epsilon"], plan["delta"]
+    )
+    planned = (
+        stopping_time_quantile(epsilon, delta, n, stopping, quantile=1.0)
+        if progress.active
+        else 1
+    )
     penalised = design.penalty_mask(shape)
     W = np.zeros(shape)
     W_sum = W.copy()  # running sum of x_0..x_t (convex output)
@@ -580,15 +595,9 @@ def bias_reduced_sgd(
         W_sum += W
         if not convex and rng.random() * (t + 1) < 1.0:
             W_pick = W  # reservoir sampling: x_t kept with probability 1/(t+1)
-        if verbose > 1 or (verbose and t % 100 == 0):
-            print(
-                f"[bias_reduced_sgd] step {t} (level {level}), filter sum "
-                f"eps_t^2={filt.sum_sq_epsilon:.4g}, sum delta_t={filt.sum_delta:.4g}"
-            )
+        if t <= planned and progress.due(t, planned):
+            progress.report(t, planned, [record])
     coef = W_sum / (t + 1) if convex else W_pick
-    record = filtered_run_record(
-        "bias-reduced sparse SGD (privacy filter)", plan["epsilon"], plan["delta"]
-    )
     return SolverResult(coef=coef, n_iter=t, records=[record])
 
 

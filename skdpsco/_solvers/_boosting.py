@@ -50,6 +50,7 @@ from ..privacy._discrete import bernoulli
 from ..privacy._filter import boosting_budget, private_selection_record
 from ..privacy._mechanisms import LaplaceMechanism
 from ._bias_reduced_sgd import bias_reduced_sgd
+from ._progress import NO_PROGRESS
 from ._result import SolverResult
 
 __all__ = ["boosted_bias_reduced_sgd", "clipped_loss_score", "gradient_norm_score"]
@@ -103,6 +104,7 @@ def boosted_bias_reduced_sgd(
     mean_estimator=projection_mean,
     n_outputs=1,
     l2_penalty=0.0,
+    progress=NO_PROGRESS,
     rng,
     **sgd_params,
 ):
@@ -128,6 +130,13 @@ def boosted_bias_reduced_sgd(
     mean_estimator : callable, default=projection_mean
     n_outputs : int, default=1
     l2_penalty : float, default=0.0
+    progress : Progress or NoProgress, default=NO_PROGRESS
+        Public progress reporter (:mod:`._progress`), one iteration per run (the
+        runs themselves are silent). The planned count is the expected number of
+        runs ``ceil(1 / gamma)`` (the stopping coin is data-independent); a
+        search that goes past it reports no more. The epsilon reported is the
+        selection's certified total (Liu & Talwar 2019, Theorem 3.4), which
+        holds for the search as a whole.
     rng : numpy.random.Generator
     **sgd_params
         Passed to :func:`~skdpsco._solvers._bias_reduced_sgd.bias_reduced_sgd`
@@ -167,7 +176,8 @@ def boosted_bias_reduced_sgd(
         )
     best = None
     run_record = None
-    for _ in range(plan["max_runs"]):
+    planned = min(plan["max_runs"], math.ceil(1.0 / plan["gamma"]))
+    for r in range(plan["max_runs"]):
         run = bias_reduced_sgd(
             design,
             y,
@@ -200,16 +210,25 @@ def boosted_bias_reduced_sgd(
         score = float(score_mech.release(raw, rng))
         if best is None or score < best[0]:
             best = (score, run)
+        if r < planned and progress.due(r + 1, planned):
+            progress.report(
+                r + 1, planned, [_selection_record(run_record, score_mech, plan)]
+            )
         # Random stopping coin (Liu & Talwar): data-independent, never released.
         if bernoulli(rng, plan["gamma"]):
             break
     # Every run's certified cost is the same public number (a function of
     # epsilon_run, delta_run and n only), so epsilon_1 is fixed in advance.
-    record = private_selection_record(
+    record = _selection_record(run_record, score_mech, plan)
+    chosen = best[1]
+    return SolverResult(coef=chosen.coef, n_iter=chosen.n_iter, records=[record])
+
+
+def _selection_record(run_record, score_mech, plan):
+    """The ledger record of the whole selection (Liu & Talwar 2019, Thm 3.4)."""
+    return private_selection_record(
         "boosted bias-reduced sparse SGD (private selection)",
         [run_record, score_mech.record()],
         plan["max_runs"],
         plan["delta_stop"],
     )
-    chosen = best[1]
-    return SolverResult(coef=chosen.coef, n_iter=chosen.n_iter, records=[record])

@@ -12,6 +12,7 @@ exactly ``max_iter`` iterations (no data-dependent stopping).
 import numpy as np
 
 from .._constraints import project_l2_ball
+from ._progress import NO_PROGRESS
 from ._result import SolverResult
 
 __all__ = ["noisy_gradient_descent", "project_l2_ball"]
@@ -31,7 +32,7 @@ def noisy_gradient_descent(
     radius=None,
     averaging="suffix",
     sample_weight=None,
-    verbose=0,
+    progress=NO_PROGRESS,
     rng,
 ):
     """Run ``max_iter`` steps of projected DP gradient descent.
@@ -77,9 +78,10 @@ def noisy_gradient_descent(
         read for a public decision), handed to the oracle, which applies them after
         clipping / robust transformation: a weight <= 1 can only shrink a record's
         contribution, so the oracle's sensitivity is unchanged.
-    verbose : int
-        If > 0, print progress (iteration and zCDP budget spent so far); never a
-        loss or any other data-dependent value.
+    progress : Progress or NoProgress, default=NO_PROGRESS
+        Public progress reporter (:mod:`._progress`): the iteration and the
+        records of the calls made so far; never a loss or another data-dependent
+        value.
     rng : numpy.random.Generator
 
     Returns
@@ -87,7 +89,7 @@ def noisy_gradient_descent(
     SolverResult
     """
     shape = design.parameter_shape(n_outputs)
-    total, unit = _calibrate(oracle, budget, design.n_samples, shape, max_iter)
+    _calibrate(oracle, budget, design.n_samples, shape, max_iter)
     penalised = design.penalty_mask(shape)
     W = np.zeros(shape)
     start = {"suffix": max_iter // 2, "uniform": 0, "last": max_iter - 1}[averaging]
@@ -102,18 +104,14 @@ def noisy_gradient_descent(
         W = project_l2_ball(W - learning_rate * grad, radius)
         if t >= start:
             W_sum += W
-        if verbose > 1 or (verbose and (t + 1) % max(1, max_iter // 10) == 0):
-            print(
-                f"[{type(oracle).__name__}] iteration {t + 1}/{max_iter}, "
-                f"{unit} spent {total * (t + 1) / max_iter:.4g} of {total:.4g}"
-            )
+        if progress.due(t + 1, max_iter):
+            progress.report(t + 1, max_iter, oracle.records(t + 1))
     coef = W_sum / (max_iter - start)
     return SolverResult(coef=coef, n_iter=max_iter, records=oracle.records(max_iter))
 
 
 def _calibrate(oracle, budget, n_samples, shape, max_iter):
-    """Calibrate ``oracle`` for one of ``max_iter`` calls; return the total budget
-    and its unit (for the progress messages)."""
+    """Calibrate ``oracle`` for one of ``max_iter`` calls."""
     if getattr(oracle, "approximate_dp", False) and budget.is_private:
         # (epsilon, delta)-DP calls: basic composition of max_iter of them (Dwork
         # & Roth 2014, Thm 3.16), with the same floating-point margin.
@@ -122,12 +120,11 @@ def _calibrate(oracle, budget, n_samples, shape, max_iter):
         # samplers' total variation: 1e-9 of delta leaves one that a double holds.
         per_delta = budget.delta / max_iter * (1.0 - 1e-9)
         oracle.calibrate(n_samples, None, shape, epsilon=per_call, delta=per_delta)
-        return budget.epsilon, "epsilon"
+        return
     if budget.rho is not None:
         oracle.calibrate(n_samples, budget.rho / max_iter, shape)
-        return budget.rho, "zCDP budget"
+        return
     # The margin keeps max_iter * (sensitivity / scale) <= epsilon in floating
     # point, so the accountant never reports more than was asked.
     per_call = budget.epsilon / max_iter * (1.0 - 1e-10)
     oracle.calibrate(n_samples, None, shape, epsilon=per_call)
-    return budget.epsilon, "epsilon"

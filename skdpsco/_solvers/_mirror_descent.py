@@ -44,6 +44,7 @@ from ..privacy._mechanisms import (
 )
 from ..privacy._shuffling import ShuffledGaussianRandomizers
 from ..utils._validation import check_real
+from ._progress import NO_PROGRESS
 from ._result import SolverResult
 
 __all__ = [
@@ -346,6 +347,7 @@ def noisy_mirror_descent(
     n_classes=2,
     n_iter="auto",
     alpha_reg="auto",
+    progress=NO_PROGRESS,
     rng,
 ):
     """Noisy regularized mirror descent, unconstrained l_p, ``1 < p < 2`` (Alg. 3).
@@ -382,6 +384,9 @@ def noisy_mirror_descent(
         1, n // 2)`` (Theorem 7 with the ``O(.)`` constant 1).
     alpha_reg : float or "auto"
         ``"auto"``: ``(4 beta / T) log2(n / T)`` (Theorem 7).
+    progress : Progress or NoProgress, default=NO_PROGRESS
+        Public progress reporter (:mod:`._progress`): the iteration and the
+        Gaussian releases made so far.
     rng : numpy.random.Generator
 
     Returns
@@ -440,6 +445,8 @@ def noisy_mirror_descent(
         y_dual = (beta * y_dual - noisy) / (beta + alpha_reg)
         w = geom.grad_phi_star(y_dual)
         coef += weights[t] * w
+        if progress.due(t + 1, n_iter):
+            progress.report(t + 1, n_iter, [gradient.record(t + 1)])
     # T Gaussian mechanisms: the ledger composes them exactly (Gaussian DP), with
     # the scaling's Gaussians too.
     return SolverResult(coef=coef, n_iter=n_iter, records=[gradient.record(n_iter)])
@@ -458,6 +465,7 @@ def phased_dp_sgd(
     norm_bound=1.0,
     p=2.0,
     n_classes=2,
+    progress=NO_PROGRESS,
     rng,
 ):
     """Unconstrained l_p, ``p >= 2``: phased DP-SGD in l_2 (Theorem 8 reduction).
@@ -495,6 +503,10 @@ def phased_dp_sgd(
     p : float, default=2.0
         ``p >= 2`` (``np.inf`` allowed).
     n_classes : int
+    progress : Progress or NoProgress, default=NO_PROGRESS
+        Public progress reporter (:mod:`._progress`), after each phase; the
+        phases' parallel composition costs the whole run's record from the first
+        phase on, which is what it reports.
     rng : numpy.random.Generator
 
     Returns
@@ -546,7 +558,9 @@ def phased_dp_sgd(
     d_x = design.n_features
     start = 0
     n_steps = 0
-    for i in range(1, max(1, math.ceil(math.log2(n))) + 1):
+    n_phases = max(1, math.ceil(math.log2(n)))
+    planned = sum(n >> i for i in range(1, n_phases + 1))
+    for i in range(1, n_phases + 1):
         n_i = n >> i
         if n_i == 0:
             break
@@ -574,6 +588,8 @@ def phased_dp_sgd(
         # and the average itself would pass the grid's 2^52 steps in the last
         # phases of a large n.
         w = released + phases.release(w_sum / n_i - released, rng, factor=eta_i)
+        if progress.due(n_steps, planned, n_i):
+            progress.report(n_steps, planned, [phases.record()])
     return SolverResult(coef=w, n_iter=n_steps, records=[phases.record()])
 
 
@@ -779,6 +795,7 @@ def shuffled_mirror_descent(
     truncation_threshold="auto",
     variant="shuffled",
     n_classes=2,
+    progress=NO_PROGRESS,
     rng,
 ):
     """Shuffled truncated DP mirror descent for heavy-tailed data (Algorithm 4).
@@ -832,6 +849,9 @@ def shuffled_mirror_descent(
         Public ``tau``; ``"auto"``: ``beta M + lambda_tr`` (Algorithm 4, step 6).
     variant : {"shuffled", "batched", "auto"}
     n_classes : int
+    progress : Progress or NoProgress, default=NO_PROGRESS
+        Public progress reporter (:mod:`._progress`); the batches are disjoint,
+        so the run's record holds from the first batch on, and is reported.
     rng : numpy.random.Generator
         Source of the permutation and of all noise.
 
@@ -863,7 +883,7 @@ def shuffled_mirror_descent(
     order = uniform_permutation(rng, n)
     w = np.zeros(plan["shape"])
     coef = np.zeros(plan["shape"])
-    for rows in np.array_split(order, T):
+    for t, rows in enumerate(np.array_split(order, T)):
         batch = design.subset(rows)
         U = loss.derivative(_predict(batch, w, np.ones(rows.size)), y[rows])
         U = _truncate(U, row_q[rows], tau, geom.q)
@@ -871,4 +891,6 @@ def shuffled_mirror_descent(
         theta = gamma * geom.grad_phi(w) - g_bar
         w = _bregman_step(geom, constraint, theta, gamma)
         coef += w / T
+        if progress.due(t + 1, T):
+            progress.report(t + 1, T, [plan["mechanism"].record()])
     return SolverResult(coef=coef, n_iter=T, records=[plan["mechanism"].record()])

@@ -22,6 +22,7 @@ import numpy as np
 from ..privacy._accounting import calibrate_poisson_noise_multiplier
 from ..privacy._discrete import poisson_batches
 from ._gradient_descent import project_l2_ball
+from ._progress import NO_PROGRESS
 from ._result import SolverResult
 
 __all__ = ["noisy_sgd"]
@@ -43,7 +44,7 @@ def noisy_sgd(
     averaging="uniform",
     n_stages=1,
     sample_weight=None,
-    verbose=0,
+    progress=NO_PROGRESS,
     rng,
 ):
     """Run private SGD; return the released parameters and the ledger records.
@@ -79,7 +80,9 @@ def noisy_sgd(
     sample_weight : ndarray or None
         Per-record weights in ``[0, 1]`` handed to the oracle (see
         :func:`noisy_gradient_descent`).
-    verbose : int
+    progress : Progress or NoProgress, default=NO_PROGRESS
+        Public progress reporter (:mod:`._progress`): the step over all stages
+        and the records of the steps run so far.
     rng : numpy.random.Generator
 
     Returns
@@ -120,12 +123,8 @@ def noisy_sgd(
             if t >= start:
                 W_sum += W
             done += 1
-            if verbose > 1 or (verbose and done % max(1, total_steps // 10) == 0):
-                print(
-                    f"[{type(oracle).__name__}] stage {stage + 1}/{n_stages}, "
-                    f"step {done}/{total_steps} (sampling rate {q:.3g}, noise "
-                    f"multiplier {z:.3g})"
-                )
+            if progress.due(done, total_steps):
+                progress.report(done, total_steps, [*records, *oracle.records(t + 1)])
         W = W_sum / (T - start)
         records.extend(oracle.records(T))
     return SolverResult(coef=W, n_iter=int(n_epochs), records=records)

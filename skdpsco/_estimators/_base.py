@@ -39,6 +39,7 @@ from ..privacy._params import (
     PRIVACY_PARAMETER_CONSTRAINTS,
     check_privacy_params,
 )
+from ..privacy._workflow import warn_workflow_leaks
 from ..utils._compat import StrOptions, _fit_context, check_is_fitted, validate_data
 from ..utils._validation import (
     canonical_sparse,
@@ -191,6 +192,14 @@ class DPLinearModel(BaseEstimator):
             Fitted estimator, with ``privacy_spent_`` recording what the fit spent.
             If the fit raises, the estimator is left exactly as it was (a refit
             that fails does not half-overwrite a previous release).
+
+        Warns
+        -----
+        PrivacyLeakWarning
+            When the call stack shows a leak the estimator's budget does not
+            cover: a scikit-learn ``Pipeline`` step before it that learns from the
+            data without a budget, or scikit-learn's search / cross-validation,
+            whose fits compose (see the "Budgets of whole workflows" page).
         """
         refuse_fit_params(self, fit_params)
         return self._guarded_fit(X, y, None)
@@ -198,6 +207,9 @@ class DPLinearModel(BaseEstimator):
     def _guarded_fit(self, X, y, sample_weight):
         """:meth:`_fit` under a fixed floating-point error state, restoring the
         estimator if it raises."""
+        # From the call stack only (code and public configuration): the same
+        # warnings for every pair of neighbouring datasets.
+        warn_workflow_leaks(self)
         state = dict(self.__dict__)
         try:
             # Floating-point events (an underflow on a subnormal record, an

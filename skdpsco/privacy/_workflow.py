@@ -4,9 +4,15 @@
 transformers, searches, ``cross_validate`` results), collects the
 :class:`~skdpsco.privacy._ledger.PrivacySpent` of every private step and composes
 them; a step that learns from the data without a budget is a leak it warns about.
+
+:func:`warn_workflow_leaks` is the fit-time side: a DP estimator's ``fit`` reads
+the call stack (code, never data) and warns when it runs after a step that
+learns without a budget or inside scikit-learn's search / cross-validation
+machinery, whose fits compose.
 """
 
 import math
+import sys
 import warnings
 from collections.abc import Iterable
 
@@ -14,7 +20,7 @@ from ..exceptions import PrivacyLeakWarning
 from ._ledger import PrivacySpent
 from ._records import MechanismRecord
 
-__all__ = ["total_privacy_spent"]
+__all__ = ["total_privacy_spent", "warn_workflow_leaks"]
 
 
 _INDEX_SPLITTERS = frozenset(
@@ -111,7 +117,7 @@ def _warn_learned_steps(names):
             "constants (e.g. OneHotEncoder(categories=...)) or a stateless "
             "transformer.",
             PrivacyLeakWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
 
 
@@ -249,7 +255,7 @@ def _cross_validate_spent(result, out):
             "and this warning can be filtered (message='cross_validate result of "
             "a classifier').",
             PrivacyLeakWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
     if any(key.startswith(("test_", "train_")) for key in result):
         warnings.warn(
@@ -258,7 +264,7 @@ def _cross_validate_spent(result, out):
             "in the result are computed without noise on private records and are "
             "not covered by any DP guarantee.",
             PrivacyLeakWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
 
 
@@ -444,3 +450,168 @@ def total_privacy_spent(fitted, delta=None, *, disjoint=False):
         accountant="parallel",
         mechanisms=tuple(r for t in totals for r in t.mechanisms),
     )
+
+
+# ------------------------------------------------------------ fit-time warnings
+#
+# What a DP estimator's fit can see of the workflow around it is the call stack:
+# code and the public configuration of the objects running it, the same for
+# every pair of neighbouring datasets, so a warning from it releases nothing.
+
+_PIPELINE_MODULE = "sklearn.pipeline"
+_VALIDATION_MODULE = "sklearn.model_selection._validation"
+_SEARCH_MODULE = "sklearn.model_selection._search"
+#: The fits of skdpsco's own searches are accounted by them.
+_ACCOUNTED_MODULES = ("skdpsco.model_selection",)
+
+
+def _learning_steps(steps):
+    """Class names of the steps (nested ones included) that learn from the data
+    without a budget."""
+    names = []
+    for _, step in steps:
+        if _is_skipped_step(step):
+            continue
+        subs = _sub_estimators(step, fitted=False)
+        if subs is not None:
+            names += _learning_steps(subs)
+        elif not _has_nested_budget(step) and _learns_without_budget(step):
+            names.append(type(step).__name__)
+    return names
+
+
+def _search_size(frame):
+    """``(n_candidates, n_splits)`` a search frame shows, ``None`` where unknown.
+
+    ``_fit_and_score`` receives ``(index, total)`` pairs from a search
+    (``BaseSearchCV.fit``); ``cross_validate`` holds its splitter as ``cv``.
+    """
+    local = frame.f_locals
+    if frame.f_code.co_name == "_fit_and_score":
+        splits, candidates = (
+            local.get("split_progress"),
+            local.get("candidate_progress"),
+        )
+        return (
+            None if candidates is None else candidates[1],
+            None if splits is None else splits[1],
+        )
+    if frame.f_code.co_name == "cross_validate":
+        # The splitter's own public parameter: never its split of the data.
+        n_splits = getattr(local.get("cv"), "n_splits", None)
+        return 1, n_splits if isinstance(n_splits, int) else None
+    results = local.get("results")
+    search = local.get("self")
+    known = isinstance(results, dict) and "params" in results
+    n_candidates = len(results["params"]) if known else None
+    return n_candidates, getattr(search, "n_splits_", None)
+
+
+def _workflow_frames(frame):
+    """``(pipeline step lists, search frames)`` on the stack from ``frame`` up;
+    None inside a search that accounts its fits."""
+    pipelines, searches = [], []
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        name = frame.f_code.co_name
+        if module.startswith(_ACCOUNTED_MODULES):
+            return None
+        if module == _PIPELINE_MODULE and name.startswith("fit"):
+            steps = getattr(frame.f_locals.get("self"), "steps", None)
+            if isinstance(steps, list):
+                pipelines.append(steps[:-1])
+        elif (
+            module == _VALIDATION_MODULE
+            and name in ("_fit_and_score", "cross_validate")
+        ) or (module == _SEARCH_MODULE and name == "fit"):
+            searches.append(frame)
+        frame = frame.f_back
+    return pipelines, searches
+
+
+def _search_message(who, epsilon, delta, searches):
+    """The warning of a fit run by scikit-learn's search / cross-validation."""
+    n_candidates = n_splits = search = None
+    for frame in searches:
+        candidates, splits = _search_size(frame)
+        n_candidates = n_candidates or candidates
+        n_splits = n_splits or splits
+        if frame.f_code.co_name == "fit":
+            search = frame.f_locals.get("self")
+    names = {frame.f_code.co_name for frame in searches}
+    if search is not None:
+        what = type(search).__name__
+    elif "cross_validate" in names or n_candidates is None:
+        what, n_candidates = "cross-validation", 1
+    else:
+        what = "search"
+    refit = "" if search is None or not search.refit else " + 1 refit"
+    if n_splits:
+        fits = n_candidates * n_splits + bool(refit)
+        grid = (
+            ""
+            if search is None and what != "search"
+            else f"{n_candidates} candidate(s) x "
+        )
+        total = (
+            f"{grid}{n_splits} folds{refit} = {fits} fits of it compose to "
+            f"epsilon up to {fits * epsilon:.4g}, delta up to {fits * delta:.3g} "
+            "(basic composition; a pipeline's other private steps add theirs)"
+        )
+    else:
+        total = (
+            "k folds x g candidates fits of it compose to k g times "
+            f"epsilon={epsilon:g}"
+        )
+    where = "refitted by" if "_fit_and_score" not in names else "fitted by"
+    return (
+        f"{who} is {where} scikit-learn's {what}, which fits it again and again "
+        f"on overlapping records: {total}, and its scores read the data "
+        "without a budget. Use skdpsco.model_selection.PrivateSearchCV to tune "
+        "within one budget, and total_privacy_spent(...) to see what a search or "
+        "cross_validate(..., return_estimator=True) spent."
+    )
+
+
+def warn_workflow_leaks(estimator):
+    """Warn, at fit time, of leaks around ``estimator`` visible on the call stack.
+
+    Two cases, from the calling code and the public configuration of the
+    objects running it (never from the data: the same warnings for every pair
+    of neighbouring datasets): a scikit-learn ``Pipeline`` whose earlier steps
+    learn from the data without a budget (``StandardScaler``, ``PCA``, ...),
+    and scikit-learn's ``GridSearchCV`` / ``RandomizedSearchCV`` /
+    ``cross_validate``, whose fits on overlapping folds compose. Nothing is
+    said inside skdpsco's ``PrivateSearchCV``, which accounts its runs. A
+    ``PrivacyLeakWarning``; in joblib worker processes (``n_jobs > 1``) it is
+    emitted there.
+
+    Parameters
+    ----------
+    estimator : DPLinearModel
+        The estimator being fitted (its public ``epsilon`` and ``delta``).
+    """
+    found = _workflow_frames(sys._getframe(1))
+    if found is None:
+        return
+    pipelines, searches = found
+    who = type(estimator).__name__
+    learned = sorted({name for steps in pipelines for name in _learning_steps(steps)})
+    if learned:
+        warnings.warn(
+            f"{who} is fitted in a Pipeline after step(s) {learned}, fitted on the "
+            "data without a privacy budget: their statistics are released exact "
+            f"and every transformed row depends on every record, so {who}'s "
+            "(epsilon, delta) does not cover the pipeline. Use "
+            "skdpsco.preprocessing.DPStandardScaler or DPRobustScaler, public "
+            "constants (e.g. OneHotEncoder(categories=...)) or a stateless "
+            "transformer.",
+            PrivacyLeakWarning,
+            stacklevel=5,
+        )
+    if searches:
+        warnings.warn(
+            _search_message(who, estimator.epsilon, estimator.delta, searches),
+            PrivacyLeakWarning,
+            stacklevel=5,
+        )

@@ -167,7 +167,12 @@ NON_PRIVATE = re.compile(r"(?<!DP)(StandardScaler|RobustScaler|MinMaxScaler|PCA)
 
 
 def _example(Est):
-    (test,) = doctest.DocTestFinder().find(Est, Est.__name__, globs={})
+    # The class docstring's example (methods may carry their own).
+    (test,) = [
+        test
+        for test in doctest.DocTestFinder().find(Est, Est.__name__, globs={})
+        if test.name == Est.__name__
+    ]
     return test
 
 

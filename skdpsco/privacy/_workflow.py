@@ -117,7 +117,7 @@ def _warn_learned_steps(names):
             "constants (e.g. OneHotEncoder(categories=...)) or a stateless "
             "transformer.",
             PrivacyLeakWarning,
-            stacklevel=5,
+            stacklevel=4,
         )
 
 
@@ -255,7 +255,7 @@ def _cross_validate_spent(result, out):
             "and this warning can be filtered (message='cross_validate result of "
             "a classifier').",
             PrivacyLeakWarning,
-            stacklevel=5,
+            stacklevel=4,
         )
     if any(key.startswith(("test_", "train_")) for key in result):
         warnings.warn(
@@ -264,7 +264,7 @@ def _cross_validate_spent(result, out):
             "in the result are computed without noise on private records and are "
             "not covered by any DP guarantee.",
             PrivacyLeakWarning,
-            stacklevel=5,
+            stacklevel=4,
         )
 
 

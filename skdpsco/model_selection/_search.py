@@ -45,6 +45,12 @@ from ..privacy._selection import (
     tnb_gamma,
     tnb_mean,
 )
+from ..privacy._workflow import (
+    _dp_prefixes,
+    _has_budget,
+    _sub_estimators,
+    _sub_step,
+)
 from ..utils._compat import (
     HasMethods,
     Interval,
@@ -82,48 +88,26 @@ def _n_rows(X):
     return len(X)
 
 
-def _is_private_step(est):
-    params = est.get_params(deep=False)
-    return "epsilon" in params and "delta" in params
+def _private_steps(estimator):
+    """Parameter prefixes of the DP steps of ``estimator`` (composite or not).
 
-
-def _private_steps(estimator, prefix=""):
-    """Parameter prefixes of the DP steps of ``estimator`` (a Pipeline or not).
-
-    A ``Pipeline`` step that learns from the data without a privacy budget (for
-    example scikit-learn's ``StandardScaler``) would release exact statistics of the
-    private training data through the model: it is refused. Stateless steps
-    (``requires_fit`` false, e.g. ``FunctionTransformer``, ``Normalizer``), ``None`` and
-    ``"passthrough"`` are allowed.
+    The introspection of :func:`~skdpsco.privacy.total_privacy_spent`
+    (:func:`~skdpsco.privacy._workflow._dp_prefixes`): Pipelines, FeatureUnions
+    and ColumnTransformers are walked, every branch included; a step that learns
+    from the data without a privacy budget (scikit-learn's ``StandardScaler``, an
+    encoder with ``categories="auto"``) would release exact statistics of the
+    private training data through the model, and is refused. Stateless steps,
+    encoders with public categories, ``None``, ``"passthrough"`` and ``"drop"``
+    are allowed.
     """
-    steps = getattr(estimator, "steps", None)
-    if steps is None:
-        if not hasattr(estimator, "get_params") or not _is_private_step(estimator):
-            raise TypeError(
-                f"PrivateSearchCV needs a differentially private estimator (with "
-                f"'epsilon' and 'delta' parameters, like every skdpsco estimator); "
-                f"got {type(estimator).__name__}."
-            )
-        return [prefix]
-    prefixes = []
-    for name, step in steps:
-        if step is None or isinstance(step, str):
-            continue
-        sub = f"{prefix}{name}__"
-        if getattr(step, "steps", None) is not None or _is_private_step(step):
-            prefixes += _private_steps(step, sub)
-        elif get_tags(step).requires_fit:
-            raise ValueError(
-                f"Pipeline step {name!r} ({type(step).__name__}) learns from the data "
-                "without a privacy budget: its fitted statistics (e.g. exact means and "
-                "variances) would leak through every model of the search. Use a DP "
-                "transformer (skdpsco.preprocessing.DPStandardScaler or "
-                "DPRobustScaler) or a stateless one."
-            )
+    composite = _sub_estimators(estimator, fitted=False) is not None
+    prefixes = _dp_prefixes(estimator) if composite or _has_budget(estimator) else []
     if not prefixes:
         raise TypeError(
-            "PrivateSearchCV needs a Pipeline with at least one differentially "
-            "private step (with 'epsilon' and 'delta' parameters)."
+            "PrivateSearchCV needs a differentially private estimator (with "
+            "'epsilon' and 'delta' parameters, like every skdpsco estimator), or a "
+            "Pipeline / ColumnTransformer with at least one such step; got "
+            f"{type(estimator).__name__}."
         )
     return prefixes
 
@@ -242,10 +226,10 @@ def _silenced(*, warnings_too=True):
 
 
 def _step(estimator, prefix):
-    """The step object that ``prefix`` (``"a__b__"`` or ``""``) designates."""
+    """The fitted step that ``prefix`` (``"a__b__"`` or ``""``) designates."""
     obj = estimator
     for name in [p for p in prefix.split("__") if p]:
-        obj = dict(obj.steps)[name]
+        obj = _sub_step(obj, name, fitted=True)
     return obj
 
 
@@ -334,6 +318,25 @@ def _score_mechanism(rho_run, budget, mean, n_val, scoring, score_range):
             "more validation records."
         )
     return score_mech
+
+
+def _probe_frame(Z, X):
+    """``Z`` as a frame with ``X``'s columns; non-numeric ones hold ``""``.
+
+    The column names and dtypes are the schema (public, like ``n`` and ``d``); no
+    value of ``X`` is read. A categorical column gets the empty string, which
+    every public encoder (``handle_unknown="ignore"`` or
+    ``"use_encoded_value"``) maps to its unknown code.
+    """
+    import pandas as pd
+
+    Z = pd.DataFrame(Z, columns=X.columns)
+    for j, dtype in enumerate(X.dtypes):
+        if not (
+            pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+        ):
+            Z[Z.columns[j]] = np.full(len(Z), "", dtype=object)
+    return Z
 
 
 def _split(X, y, n_val, rng):
@@ -688,9 +691,7 @@ default=None
         else:
             Z = rng.standard_normal((n_train, d))
             if hasattr(X, "columns"):
-                import pandas as pd
-
-                Z = pd.DataFrame(Z, columns=X.columns)
+                Z = _probe_frame(Z, X)
         if classes is not None:
             y = classes[np.arange(n_train) % classes.size]
         else:
@@ -724,7 +725,9 @@ default=None
             warnings.simplefilter("ignore", RuntimeWarning)
             try:
                 return est.fit(Z, yz)
-            except PrivacyBudgetError:
+            except (PrivacyBudgetError, TypeError):
+                # Refusals of the configuration or of the input's type (sparse,
+                # dtype): about public properties, shown as the estimator says them.
                 raise
             except Exception as exc:
                 raise ValueError(

@@ -73,36 +73,148 @@ def _learns_without_budget(step):
     transformed row depend on every record, which voids the guarantee of the DP
     steps after it.
     """
+    return _learning_reason(step) is not None
+
+
+def _learning_reason(step):
+    """Why ``step`` (without a budget) would leak the records; None if it does not.
+
+    The one test of "public step" that both :func:`total_privacy_spent` and
+    :class:`~skdpsco.model_selection.PrivateSearchCV` apply: a DP estimator, an
+    object without ``fit``, an encoder with public categories
+    (:func:`_encoder_problem`) and a step whose scikit-learn tags say it needs no
+    fit (``FunctionTransformer``, ``Normalizer``) learn nothing.
+    """
     if _has_budget(step) or not hasattr(step, "fit"):
-        return False
-    if _encoder_with_public_categories(step):
-        return False
+        return None
+    problem = _encoder_problem(step)
+    if problem is not None:
+        return problem or None
     try:
         from sklearn.utils import get_tags
 
-        return bool(get_tags(step).requires_fit)
+        requires_fit = bool(get_tags(step).requires_fit)
     except (TypeError, AttributeError, ValueError):
-        return True  # unknown: assume it learns (a warning, not a refusal)
+        requires_fit = True  # unknown: assume it learns
+    if not requires_fit:
+        return None
+    return (
+        "learns from the data without a privacy budget: its fitted statistics "
+        "(e.g. exact means and variances) would be released with the model"
+    )
 
 
-def _encoder_with_public_categories(step):
-    """A scikit-learn encoder whose fitted state is its given categories only.
+#: ``handle_unknown`` values under which an encoder with given categories never
+#: raises on a record (``infrequent_if_exist`` has no infrequent category when
+#: ``min_frequency`` and ``max_categories`` are None, so it acts as ``ignore``).
+_SILENT_UNKNOWN = frozenset({"ignore", "infrequent_if_exist", "use_encoded_value"})
 
-    ``OneHotEncoder`` / ``OrdinalEncoder`` with explicit ``categories`` and no
-    frequency-based grouping (``min_frequency``, ``max_categories``) learn nothing
-    from the records (``handle_unknown`` and ``drop`` act on the given categories).
+
+def _encoder_problem(step):
+    """None for a non-encoder; ``""`` for an encoder whose state is public; else why.
+
+    ``OneHotEncoder`` / ``OrdinalEncoder`` learn nothing from the records when
+    their ``categories`` are given (public), no category is grouped by its
+    frequency in the records (``min_frequency``, ``max_categories``), and no
+    record can make ``fit`` raise: with ``handle_unknown="error"``, a record
+    outside the categories raises on one neighbouring dataset and not on the
+    other, and the exception itself is a release that no accountant covers.
+    ``drop`` acts on the given categories only.
     """
     try:
         params = step.get_params(deep=False)
     except (AttributeError, TypeError):
-        return False
-    return (
-        "categories" in params
-        and not (isinstance(params["categories"], str))
-        and params.get("min_frequency") is None
-        and params.get("max_categories") is None
-        and params.get("drop") in (None, "first", "if_binary")
-    )
+        return None
+    if "categories" not in params or "handle_unknown" not in params:
+        return None
+    name = type(step).__name__
+    if isinstance(params["categories"], str):
+        return (
+            f"{name}(categories={params['categories']!r}) learns the categories "
+            "from the records: pass the public categories, categories=[[...], ...]"
+        )
+    if (
+        params.get("min_frequency") is not None
+        or params.get("max_categories") is not None
+    ):
+        return (
+            f"{name} groups categories by their frequency in the records "
+            "(min_frequency / max_categories): leave both None"
+        )
+    if params["handle_unknown"] not in _SILENT_UNKNOWN:
+        fix = (
+            "handle_unknown='use_encoded_value'"
+            if "unknown_value" in params
+            else "handle_unknown='ignore'"
+        )
+        return (
+            f"{name}(handle_unknown={params['handle_unknown']!r}) raises on a "
+            "record outside the given categories, on one neighbouring dataset and "
+            f"not the other (the exception is a release): use {fix}"
+        )
+    return ""
+
+
+def _encoder_with_public_categories(step):
+    """A scikit-learn encoder whose fitted state is its given categories only."""
+    return _encoder_problem(step) == ""
+
+
+def _sub_step(obj, name, *, fitted):
+    """The sub-estimator ``name`` of a Pipeline / FeatureUnion / ColumnTransformer."""
+    return dict(_sub_estimators(obj, fitted=fitted))[name]
+
+
+def _dp_steps(estimator, prefix="", *, refuse_learners):
+    """``[(prefix, step)]`` of every DP estimator of an unfitted configuration.
+
+    Walks Pipelines, FeatureUnions and ColumnTransformers (every branch, the
+    remainder included): all of them fit every sub-estimator once on (columns
+    of) the same records, so the budgets found compose sequentially. The prefix
+    is the step's parameter prefix (``"a__b__"``; ``""`` for ``estimator``).
+
+    Raises
+    ------
+    TypeError
+        A meta-estimator that hides a DP estimator in its parameters (how many
+        fits it makes is unknown).
+    ValueError
+        With ``refuse_learners``, a step that would leak the records
+        (:func:`_learning_reason`).
+    """
+    if _is_skipped_step(estimator):
+        return []
+    if _has_budget(estimator):
+        return [(prefix, estimator)]
+    subs = _sub_estimators(estimator, fitted=False)
+    if subs is not None:
+        return [
+            found
+            for name, step in subs
+            for found in _dp_steps(
+                step, f"{prefix}{name}__", refuse_learners=refuse_learners
+            )
+        ]
+    where = prefix.rstrip("_") or "estimator"
+    if _has_nested_budget(estimator):
+        raise TypeError(
+            f"{where} ({type(estimator).__name__}) wraps a DP estimator in a way "
+            "the privacy accounting cannot count (how many fits?); only Pipeline, "
+            "FeatureUnion and ColumnTransformer are recognised."
+        )
+    reason = _learning_reason(estimator) if refuse_learners else None
+    if reason is not None:
+        raise ValueError(
+            f"step {where} ({type(estimator).__name__}): {reason}. Use a DP "
+            "transformer (skdpsco.preprocessing.DPStandardScaler or "
+            "DPRobustScaler), public constants or a stateless transformer."
+        )
+    return []
+
+
+def _dp_prefixes(estimator):
+    """Parameter prefixes of the DP steps; refuses steps that would leak."""
+    return [prefix for prefix, _ in _dp_steps(estimator, refuse_learners=True)]
 
 
 def _warn_learned_steps(names):
@@ -114,7 +226,8 @@ def _warn_learned_steps(names):
             "change every transformed row when one record changes: the total does "
             "not cover them, and the DP steps after them lose their guarantee. Use "
             "skdpsco.preprocessing.DPStandardScaler or DPRobustScaler, public "
-            "constants (e.g. OneHotEncoder(categories=...)) or a stateless "
+            "constants (e.g. OneHotEncoder(categories=..., handle_unknown='ignore')) "
+            "or a stateless "
             "transformer.",
             PrivacyLeakWarning,
             stacklevel=4,
@@ -154,24 +267,14 @@ def _claimed_budgets(estimator, label):
     ``epsilon`` (it raises), and spends its ``delta``: its parameters are a valid
     upper bound on what it spent.
     """
-    if _is_skipped_step(estimator):
-        return []
-    if _has_budget(estimator):
-        return [(label, float(estimator.epsilon), float(estimator.delta))]
-    subs = _sub_estimators(estimator, fitted=False)
-    if subs is not None:
-        return [
-            claim
-            for name, step in subs
-            for claim in _claimed_budgets(step, f"{label}/{name}")
-        ]
-    if _has_nested_budget(estimator):
-        raise TypeError(
-            f"{type(estimator).__name__} wraps a DP estimator in a way "
-            "total_privacy_spent cannot count (how many fits?); only Pipeline, "
-            "FeatureUnion and ColumnTransformer are recognised."
+    return [
+        (
+            "/".join([label] + prefix.split("__")[:-1]),
+            float(step.epsilon),
+            float(step.delta),
         )
-    return []
+        for prefix, step in _dp_steps(estimator, refuse_learners=False)
+    ]
 
 
 def _splitter_reads_data(search):

@@ -264,7 +264,9 @@ def test_encoders_with_public_categories_are_not_flagged():
     rng = np.random.default_rng(0)
     X = rng.integers(0, 3, size=(300, 2))
     y = (X[:, 0] == 1).astype(int)
-    public = OneHotEncoder(categories=[[0, 1, 2]] * 2, sparse_output=False)
+    public = OneHotEncoder(
+        categories=[[0, 1, 2]] * 2, handle_unknown="ignore", sparse_output=False
+    )
     pipe = make_pipeline(public, _logistic(epsilon=1.0)).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -148,9 +148,16 @@ def test_an_exception_in_a_run_propagates_unchanged_and_silently(clf_data, capsy
     }
     assert list(frames) == ["fit", "_fit", "_hidden_runs", "_run"]
     loop = frames["_hidden_runs"]
-    assert loop["_"] is None and sorted(loop) == sorted(
-        ["self", "plan", "asks", "parts", "rng", "seed_rng", "best", "rho_fit"]
-        + ["_", "index"]
+    assert sorted(loop) == sorted(
+        ["self", "plan", "asks", "parts", "rng", "noise_rng", "seed_rng", "best"]
+        + ["rho_fit", "width", "parallel", "runs", "chunk"]
+    )
+    # The runs are drawn by a generator whose loop variable is None; the chunk
+    # dispatched holds n_jobs runs at most (here 1), whatever K.
+    assert len(loop["chunk"]) == loop["width"] == 1
+    drawing = loop["runs"].gi_frame.f_locals
+    assert drawing["_"] is None and sorted(drawing) == sorted(
+        ["self", "plan", "asks", "rng", "seed_rng", "_", "index", "est", "shown"]
     )
     assert (sys.stdout, sys.stderr, logging.root.manager.disable) == before
     assert warnings.filters == filters

@@ -7,6 +7,7 @@ encoders with given categories that never raise, stateless transformers) learn
 nothing from the records.
 """
 
+import re
 import warnings
 
 import numpy as np
@@ -207,3 +208,121 @@ def test_total_privacy_spent_warns_on_an_encoder_that_can_raise():
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
         total_privacy_spent(pipe)
+
+
+# ------------------------------------------------- score clip, cv, refit, verbose
+
+
+def _diabetes_searches(score_clip, seeds):
+    from sklearn.datasets import load_diabetes
+
+    from skdpsco.model_selection._search import _CLIP_SHARE
+
+    assert _CLIP_SHARE == 0.05
+    X, y = load_diabetes(return_X_y=True)  # y in natural units: mean 152, std 77
+    for seed in seeds:
+        yield PrivateSearchCV(
+            HeavyTailedDPRidge(),
+            # A fitted model against (nearly) the constant predictor.
+            {"alpha": [1.0, 1e5]},
+            # K = 1 (a coin flip between the two) has probability 1/6.
+            selection="geometric",
+            expected_runs=6,
+            epsilon=4.0,
+            delta=1e-4,
+            score_clip=score_clip,
+            random_state=seed,
+        ).fit(X, y)
+
+
+def test_auto_score_clip_follows_the_target_scale():
+    searches = list(_diabetes_searches("auto", range(30)))
+    clips = np.array([s.score_clip_ for s in searches])
+    scores = np.array([s.best_score_ for s in searches])
+    picks = sum(s.best_params_["alpha"] == 1.0 for s in searches)
+    # (2 s)^2 with s the private scale of y (about its std, 77).
+    assert 1000.0 < np.median(clips) < 40000.0
+    # Not saturated: the released score is well inside (-clip, 0].
+    assert np.median(scores / clips) > -0.8
+    # The fitted model wins far more often than a coin (25 of 30; P[Bin(30, 1/2)
+    # >= 23] = 0.003). A fixed score_clip=4 picks it 18 times of these 30.
+    assert picks >= 23
+    # The scale's release is composed into the total.
+    assert all(s.privacy_spent_.epsilon <= 4.0 for s in searches)
+    assert "rho=" in searches[0].privacy_spent_.mechanisms[0].name
+
+
+def test_a_fixed_score_clip_saturates_on_natural_units():
+    searches = list(_diabetes_searches(4.0, range(10)))
+    assert all(-4.6 < s.best_score_ < -3.2 for s in searches)
+    assert all(s.score_clip_ == 4.0 for s in searches)
+
+
+def _clf_data():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 2))
+    return X, (X[:, 0] > 0.2).astype(int)
+
+
+def test_verbose_prints_public_lines_only(monkeypatch, capsys):
+    from _search_spy import ThresholdDPClassifier, spy_on_runs
+
+    X, y = _clf_data()
+    drawn = spy_on_runs(monkeypatch)
+    outputs = []
+    for seed in range(6):
+        PrivateSearchCV(
+            ThresholdDPClassifier(),
+            {"side": [1, -1]},
+            epsilon=2.0,
+            verbose=1,
+            random_state=seed,
+        ).fit(X, y)
+        outputs.append(capsys.readouterr().out.splitlines())
+    assert len(set(drawn)) > 1  # K varied; the output does not count it
+    for lines in outputs:
+        assert len(lines) == 2
+        assert lines[0] == outputs[0][0]  # the public plan
+        assert lines[0] == (
+            "PrivateSearchCV: 2 configurations, 2 expected runs; each run fits "
+            "within rho=0.06052 (epsilon 1.333 at delta=1e-05), score noise std "
+            "0.03593 (accuracy clipped at 1)"
+        )
+        assert re.fullmatch(
+            r"PrivateSearchCV: released \{'side': -?1\} \(noisy accuracy "
+            r"[-0-9.e]+\); spent epsilon=2, delta=1e-05",
+            lines[1],
+        )
+    PrivateSearchCV(
+        ThresholdDPClassifier(), {"side": [1, -1]}, epsilon=2.0, random_state=0
+    ).fit(X, y)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_refit_is_refused_with_its_reason():
+    X, y = _clf_data()
+    from _search_spy import ThresholdDPClassifier
+
+    search = PrivateSearchCV(ThresholdDPClassifier(), {"side": [1]}, refit=True)
+    with pytest.raises(ValueError, match="one more fit, composed with the search"):
+        search.fit(X, y)
+
+
+def test_cv_is_the_validation_fraction():
+    from _search_spy import ThresholdDPClassifier
+    from sklearn.model_selection import KFold
+
+    X, y = _clf_data()
+
+    def fitted(**kwargs):
+        return PrivateSearchCV(
+            ThresholdDPClassifier(), {"side": [1, -1]}, random_state=3, **kwargs
+        ).fit(X, y)
+
+    a, b = fitted(cv=0.3), fitted(validation_fraction=0.3)
+    assert a.n_validation_ == b.n_validation_ == 120
+    assert a.best_score_ == b.best_score_
+    assert fitted(cv=0.3, validation_fraction=0.5).n_validation_ == 120
+    for cv in (5, KFold(5), 1.0, 0):
+        with pytest.raises(ValueError, match="cv is the validation fraction"):
+            fitted(cv=cv)

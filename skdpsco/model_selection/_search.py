@@ -18,23 +18,26 @@ import math
 import os
 import warnings
 from copy import deepcopy
-from numbers import Real
+from numbers import Integral, Real
 from typing import NamedTuple
 
 import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
 from scipy import sparse
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_array, column_or_1d, get_tags
 from sklearn.utils.metaestimators import available_if
 
+from .._column_scaling import private_column_scaling
 from ..exceptions import PrivacyBudgetError
-from ..privacy._accounting import gdp_to_approx_dp
+from ..privacy._accounting import gaussian_rho_budget, gdp_to_approx_dp
 from ..privacy._discrete import _uniform_below, make_generator
 from ..privacy._ledger import PrivacySpent, gate_release
 from ..privacy._mechanisms import GaussianMechanism, truncated_negative_binomial
 from ..privacy._params import (
     PRIVACY_PARAMETER_CONSTRAINTS,
+    PUBLIC_BOUND_RANGE,
     PrivacyBudget,
     PublicBound,
     check_privacy_params,
@@ -67,6 +70,20 @@ _SCORINGS = {
     "neg_clipped_squared_error": None,
     "neg_clipped_absolute_error": None,
 }
+
+#: ``score_clip="auto"``: the clip as a function of the target's private scale
+#: ``s`` (the released spread of ``y``). A constant prediction at the centre has
+#: squared error about ``s^2`` per record; ``(2 s)^2`` keeps the errors of useful
+#: and useless configurations apart, and ``2 s`` for the absolute error.
+_AUTO_CLIP = {
+    "neg_clipped_squared_error": lambda scale: (2.0 * scale) ** 2,
+    "neg_clipped_absolute_error": lambda scale: 2.0 * scale,
+}
+
+#: Public share of the search's budget spent on the target's scale when
+#: ``score_clip="auto"``: the zCDP of one Gaussian release at the asked
+#: ``(epsilon, delta)`` times this share, composed with the selection.
+_CLIP_SHARE = 0.05
 
 #: Relative margin kept between the per-step target and the ask, so that the
 #: floating-point round trip ask -> rho inside an estimator never exceeds the target.
@@ -267,6 +284,7 @@ class _Plan(NamedTuple):
     score_mech: GaussianMechanism
     classes: np.ndarray | None
     classes_param: tuple | None
+    rho_clip: float = 0.0
 
 
 def _check_data(X, y):
@@ -427,14 +445,29 @@ class PrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
     **Scores.** A DP score needs a bounded per-record contribution. Classifiers use
     accuracy (each validation record contributes 0 or 1, so replacing one changes the
     mean by at most ``1 / n_val``). Regressors use the clipped squared (or absolute)
-    error ``min(loss_i, score_clip)`` with the public bound ``score_clip``; its mean
+    error ``min(loss_i, score_clip)`` with the bound ``score_clip``; its mean
     moves by at most ``score_clip / n_val``, and the released score is its negation
     (larger is better). The Gaussian noise has std ``sensitivity / sqrt(2 rho)``.
+    ``score_clip="auto"`` (the default) follows the target's units: the search
+    first releases the scale ``s`` of ``y`` as the estimators do for their targets
+    (Gaussian mechanisms within a public share, 5%, of the zCDP of one Gaussian
+    release at ``(epsilon, delta)``; its RDP curve adds to the selection's), and
+    clips at ``(2 s)^2`` (squared error) or ``2 s`` (absolute error). A fixed clip
+    of 4 saturates on targets in natural units (every run scores about -4 and
+    the selection is a coin flip).
 
-    **Refit.** There is none: ``best_estimator_`` is the best run's own model, fitted
-    on the training part. Refitting on all the data would be one more fit, composed
-    with the search (more epsilon for the same noise), for ``1 / (1 -
-    validation_fraction)`` times more training records.
+    **Refit.** There is none (``refit=True`` is refused): ``best_estimator_`` is the
+    best run's own model, fitted on the training part. Refitting on all the data
+    would be one more fit, composed with the search (more epsilon for the same
+    noise), for ``1 / (1 - validation_fraction)`` times more training records.
+
+    **Parallel runs, progress.** ``n_jobs`` fits that many runs at a time in
+    threads. Each run's configuration and seeds are drawn in the calling thread in
+    order, and the scores' noise comes from its own stream in the same order, so a
+    seeded search releases the same numbers for every ``n_jobs``. ``verbose``
+    prints two public lines: before the runs, the grid size, the expected number
+    of runs and a run's budget; after them, the released configuration, its noisy
+    score and the total spent. Nothing about a hidden run is printed (see Notes).
 
     **Cost against plain GridSearchCV.** A 3x3 grid with 5 folds is 45 fits plus the
     refit: 46 fits on the same records. At a final ``epsilon = 1, delta = 1e-5``,
@@ -470,12 +503,25 @@ class PrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
 "neg_clipped_absolute_error"} or None, default=None
         The DP validation score. None: ``"accuracy"`` for classifiers,
         ``"neg_clipped_squared_error"`` for regressors.
-    score_clip : float, default=4.0
-        Public bound on a regression record's loss in the score (ignored for
-        accuracy). A wrong value costs accuracy of the selection, never privacy;
-        about ``(2 * std(y))^2`` for the squared error of standardised targets.
+    score_clip : float or "auto", default="auto"
+        Bound on a regression record's loss in the score (ignored for accuracy).
+        ``"auto"``: ``(2 s)^2`` for the squared error, ``2 s`` for the absolute
+        error, ``s`` the target's scale released with 5% of the budget (see
+        **Scores**); where the budget is too small to locate the scale, ``s = 1``.
+        A public float spends nothing; a wrong value costs accuracy of the
+        selection, never privacy.
     validation_fraction : float, default=0.2
         Fraction of the records held out for the scores, in ``(0, 1)``.
+    cv : float or None, default=None
+        The validation fraction, as scikit-learn's ``ShuffleSplit(test_size=cv)``
+        with one split; overrides ``validation_fraction``. An int (k folds) or a
+        splitter object is refused: with k folds a record lies in ``k - 1``
+        training sets and one validation set, so a run would compose ``k - 1``
+        fits and its score instead of costing the larger of the two (one split,
+        parallel composition), and a splitter may read the data (stratified or
+        grouped folds) to place the records.
+    refit : bool, default=False
+        ``True`` is refused (see **Refit**): the released model is the best run's.
     selection : {"truncated_negative_binomial", "geometric"}, \
 default="truncated_negative_binomial"
         Distribution of the number of runs ``K``: Papernot & Steinke's truncated
@@ -492,6 +538,13 @@ default="truncated_negative_binomial"
         has the heaviest tail: at ``expected_runs=9`` the 99th percentile of ``K``
         is 71 runs (40 for the geometric, 31 for ``eta=2``);
         larger shapes concentrate ``K``.
+    n_jobs : int or None, default=None
+        Runs fitted at a time, in threads (joblib's threading backend; ``-1``: one
+        per core). Threads, not processes: the silencing of the hidden runs is
+        process-wide. The result does not depend on ``n_jobs``.
+    verbose : int, default=0
+        If > 0, print the two public lines of **Parallel runs, progress**. The
+        estimators' own ``verbose`` stays off inside the runs.
     random_state : int, RandomState instance, numpy.random.Generator or None, \
 default=None
         Source of the split, of ``K``, of the configurations drawn, of the score
@@ -534,6 +587,11 @@ default=None
         else the labels present in ``y`` (released, like ``n``).
     n_features_in_ : int
         Number of features seen during fit.
+    scorer_ : str
+        The scoring used.
+    score_clip_ : float
+        The clip of the regression scores (released when ``score_clip="auto"``);
+        1 for accuracy.
 
     Notes
     -----
@@ -591,8 +649,13 @@ default=None
         "epsilon": PRIVACY_PARAMETER_CONSTRAINTS["epsilon"],
         "delta": PRIVACY_PARAMETER_CONSTRAINTS["delta"],
         "scoring": [None, StrOptions(set(_SCORINGS))],
-        "score_clip": [PublicBound()],
+        "score_clip": [PublicBound(), StrOptions({"auto"})],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        # Any cv reaches _check_search_options, which says why it is refused.
+        "cv": "no_validation",
+        "refit": ["boolean"],
+        "n_jobs": [None, Integral],
+        "verbose": ["verbose"],
         "selection": [StrOptions({"truncated_negative_binomial", "geometric"})],
         "expected_runs": [None, Interval(Real, 1, None, closed="neither")],
         "eta": [Interval(Real, 0, None, closed="left")],
@@ -607,11 +670,15 @@ default=None
         epsilon=1.0,
         delta=1e-5,
         scoring=None,
-        score_clip=4.0,
+        score_clip="auto",
         validation_fraction=0.2,
+        cv=None,
+        refit=False,
         selection="truncated_negative_binomial",
         expected_runs=None,
         eta=0.0,
+        n_jobs=None,
+        verbose=0,
         random_state=None,
     ):
         self.estimator = estimator
@@ -621,6 +688,10 @@ default=None
         self.scoring = scoring
         self.score_clip = score_clip
         self.validation_fraction = validation_fraction
+        self.cv = cv
+        self.refit = refit
+        self.n_jobs = n_jobs
+        self.verbose = verbose
         self.selection = selection
         self.expected_runs = expected_runs
         self.eta = eta
@@ -663,7 +734,9 @@ default=None
                 f"is {'a classifier' if classifier else 'not a classifier'}."
             )
         score_range = _SCORINGS[scoring]
-        return scoring, (self.score_clip if score_range is None else score_range)
+        if score_range is None and self.score_clip != "auto":
+            score_range = float(self.score_clip)
+        return scoring, score_range
 
     def _asks(self, rho_step, delta, *, pure):
         """``(epsilon, delta)`` ask whose zCDP cost is ``rho_step``.
@@ -791,11 +864,25 @@ default=None
         seed_rng = None if self.random_state is None else rng
         probe_rng = np.random.default_rng(rng.integers(0, 2**63 - 1))
         asks, rho_probed = self._probe_grid(X, plan, probe_rng, seed_rng)
+        plan = self._release_clip(plan, y, rng)
+        self._say(
+            f"{len(plan.grid)} configurations, {tnb_mean(plan.eta, plan.gamma):.3g} "
+            f"expected runs; each run fits within rho={plan.rho_run:.4g} (epsilon "
+            f"{_gaussian_ask(plan.rho_run, plan.budget.delta):.4g} at delta="
+            f"{plan.budget.delta:g}), score noise std {plan.score_mech.sigma:.4g}"
+            f" ({plan.scoring} clipped at {plan.score_range:.4g})"
+        )
         parts = _split(X, y, plan.n_val, rng)
-        best, rho_fit = self._hidden_runs(plan, asks, parts, rng, seed_rng)
+        # The score noise has its own stream (the runs' configurations and seeds
+        # are drawn from rng as they are dispatched): the same draws in the same
+        # order whatever n_jobs.
+        noise_rng = rng if seed_rng is None else make_generator(rng.integers(2**62))
+        best, rho_fit = self._hidden_runs(plan, asks, parts, rng, noise_rng, seed_rng)
         # The run is max(fit, score)-zCDP: a replaced record is in one part only.
         rho_q = max(rho_probed, rho_fit, plan.score_mech.rho)
-        record = selection_record(rho_q, plan.budget.delta, plan.eta, plan.gamma)
+        record = selection_record(
+            rho_q, plan.budget.delta, plan.eta, plan.gamma, rho_extra=plan.rho_clip
+        )
         gate_release(record.epsilon, plan.budget.epsilon, "PrivateSearchCV")
         spent = PrivacySpent(
             epsilon=record.epsilon,
@@ -804,7 +891,18 @@ default=None
             accountant="rdp-selection",
             mechanisms=(record,),
         )
-        return self._release(best, plan, spent)
+        self._release(best, plan, spent)
+        self._say(
+            f"released {self.best_params_} (noisy {plan.scoring} "
+            f"{self.best_score_:.4g}); spent epsilon={spent.epsilon:.4g}, "
+            f"delta={spent.delta:g}"
+        )
+        return self
+
+    def _say(self, line):
+        """One public progress line (``verbose``); see the class notes."""
+        if self.verbose:
+            print(f"PrivateSearchCV: {line}", flush=True)
 
     def _plan(self, n, y):
         """The search's public plan, fixed before any private record is read.
@@ -813,18 +911,20 @@ default=None
         split sizes, the distribution ``D_{eta, gamma}`` of the number of runs
         ``K`` (Papernot & Steinke 2022, Definition 1; ``eta = 1`` is Liu & Talwar's
         2019 geometric random stopping) and the per-run zCDP budget ``rho_run``
-        whose best-of-``K`` selection is the asked ``(epsilon, delta)`` (Papernot &
+        whose best-of-``K`` selection (composed with the score scale's release,
+        ``score_clip="auto"``) is the asked ``(epsilon, delta)`` (Papernot &
         Steinke 2022, Theorem 2). Every refusal here reads public numbers only.
         """
+        fraction = self._check_search_options()
         prefixes = _private_steps(self.estimator)
         grid = self._candidates()
         scoring, score_range = self._score_spec()
         budget = check_privacy_params(self, n, requires_delta=True, min_samples=4)
-        n_val = max(1, int(round(self.validation_fraction * n)))
+        n_val = max(1, int(round(fraction * n)))
         if n - n_val < 2:
             raise PrivacyBudgetError(
-                f"PrivateSearchCV: validation_fraction={self.validation_fraction} "
-                f"leaves {n - n_val} training records out of n={n}."
+                f"PrivateSearchCV: a validation fraction of {fraction} leaves "
+                f"{n - n_val} training records out of n={n}."
             )
         eta = 1.0 if self.selection == "geometric" else float(self.eta)
         mean = (
@@ -833,9 +933,16 @@ default=None
             else float(max(2, len(grid)))
         )
         gamma = tnb_gamma(eta, mean)
-        rho_run = calibrate_selection_rho(budget.epsilon, budget.delta, eta, gamma)
+        rho_clip = 0.0
+        if score_range is None:
+            rho_clip = _CLIP_SHARE * gaussian_rho_budget(budget.epsilon, budget.delta)
+        rho_run = calibrate_selection_rho(
+            budget.epsilon, budget.delta, eta, gamma, rho_extra=rho_clip
+        )
+        # With score_clip="auto" the range is released later; the refusal depends
+        # on the noise relative to the range only, so a unit range decides it.
         score_mech = _score_mechanism(
-            rho_run, budget, mean, n_val, scoring, score_range
+            rho_run, budget, mean, n_val, scoring, score_range or 1.0
         )
         # Every DP step gets its share of the run: sequential composition on the
         # training part.
@@ -854,7 +961,73 @@ default=None
             rho_step,
             score_mech,
             *self._public_classes(prefixes, y),
+            rho_clip,
         )
+
+    def _check_search_options(self):
+        """The validation fraction; refuses ``cv`` and ``refit`` it cannot honour.
+
+        Returns
+        -------
+        fraction : float
+            ``cv`` when it is a fraction, else ``validation_fraction``.
+        """
+        if self.refit:
+            raise ValueError(
+                "PrivateSearchCV(refit=True) is not supported: the released model "
+                "is the best run's own, fitted on the training part. A refit on "
+                "all the records would be one more fit, composed with the search "
+                "(more epsilon, or more noise in every run for the same epsilon); "
+                "leave refit=False, or refit the released best_params_ yourself "
+                "with a budget of its own and total both with "
+                "skdpsco.privacy.total_privacy_spent."
+            )
+        cv = self.cv
+        if cv is None:
+            return float(self.validation_fraction)
+        if isinstance(cv, Real) and not isinstance(cv, Integral) and 0 < cv < 1:
+            return float(cv)
+        raise ValueError(
+            f"PrivateSearchCV(cv={cv!r}) is not supported: cv is the validation "
+            "fraction, a float in (0, 1). Each run trains on one random split and "
+            "scores on the rest, so that a replaced record lies in one part only "
+            "(parallel composition: a run costs max(fit, score), not their sum). "
+            "With k folds a record is in k - 1 training sets and 1 validation set "
+            "(a run would compose k - 1 fits and the score), and a splitter object "
+            "may read the data (stratified or grouped folds) to place records."
+        )
+
+    def _release_clip(self, plan, y, rng):
+        """The plan with ``score_clip="auto"`` resolved from the target's scale.
+
+        The scale is the one the estimators release for their targets
+        (:func:`~skdpsco._column_scaling.private_column_scaling`, Gaussian
+        mechanisms within ``rho_clip`` zCDP, its public share
+        :data:`_CLIP_SHARE`), read on every record and composed with the selection
+        (:func:`~skdpsco.privacy._selection.selection_epsilon`). Accuracy, and a
+        numeric ``score_clip``, read nothing.
+        """
+        if plan.score_range is not None:
+            return plan
+        target = np.asarray(y, dtype=float)[:, None]
+        if not np.all(np.isfinite(target)):
+            raise ValueError("y contains NaN or infinity.")
+        scaling = private_column_scaling(
+            target, rng, rho=plan.rho_clip, center=True, name="target (score clip)"
+        )
+        clip = _AUTO_CLIP[plan.scoring](float(scaling.scale[0]))
+        # A clip outside the public-bound range would make the score's
+        # sensitivity leave the normal floats; the scale's grid keeps it inside.
+        clip = float(np.clip(clip, *PUBLIC_BOUND_RANGE))
+        score_mech = _score_mechanism(
+            plan.rho_run,
+            plan.budget,
+            tnb_mean(plan.eta, plan.gamma),
+            plan.n_val,
+            plan.scoring,
+            clip,
+        )
+        return plan._replace(score_range=clip, score_mech=score_mech)
 
     def _public_classes(self, prefixes, y):
         """The public label set (classifiers), and the parameter that fixes it.
@@ -914,7 +1087,7 @@ default=None
             asks.append(ask)
         return asks, rho_fit
 
-    def _hidden_runs(self, plan, asks, parts, rng, seed_rng):
+    def _hidden_runs(self, plan, asks, parts, rng, noise_rng, seed_rng):
         """The ``K`` hidden runs; only the best one (by its noisy score) comes out.
 
         ``K`` and the losing runs must stay hidden (Liu & Talwar 2019; Papernot &
@@ -928,6 +1101,10 @@ default=None
         nor the run's number is a local variable of any frame (tracebacks captured
         with their locals, e.g. by error trackers, would show it).
 
+        The runs are drawn (configuration, seeds) in this thread, fitted
+        ``n_jobs`` at a time in threads, and scored in the order they were drawn,
+        the noise from ``noise_rng``: the same result for every ``n_jobs``.
+
         Returns
         -------
         best : tuple
@@ -937,46 +1114,59 @@ default=None
             The largest zCDP a run's fit spent.
         """
         best, rho_fit = None, 0.0
+        width = 1 if self.n_jobs is None else effective_n_jobs(self.n_jobs)
+        # Threads, not processes: the silencing (sys.stdout, logging, warnings)
+        # is process-wide, and worker processes would write past it.
+        parallel = Parallel(n_jobs=width, backend="threading")
         with _silenced():
-            for _ in _number_of_runs(rng, plan.eta, plan.gamma):
-                # Which configuration each hidden run fits is part of the
-                # selection's randomness: from the secure source.
-                index = int(_uniform_below(rng, len(plan.grid), 1)[0])
-                score, est, shown, rho = self._run(
-                    plan, plan.grid[index], asks[index], parts, rng, seed_rng
+            runs = self._drawn_runs(plan, asks, rng, seed_rng)
+            for chunk in iter(lambda: list(itertools.islice(runs, width)), []):
+                fitted = parallel(
+                    delayed(self._run)(plan, run[1], parts) for run in chunk
                 )
-                rho_fit = max(rho_fit, rho)
-                if best is None or score > best[0]:
-                    best = (score, index, est, shown)
+                for (index, est, shown), (raw, rho) in zip(chunk, fitted, strict=True):
+                    noisy = float(plan.score_mech.release(raw, noise_rng))
+                    score = noisy if plan.scoring == "accuracy" else -noisy
+                    rho_fit = max(rho_fit, rho)
+                    if best is None or score > best[0]:
+                        best = (score, index, est, shown)
         return best, rho_fit
 
-    def _run(self, plan, params, ask, parts, rng, seed_rng):
-        """One hidden run, the base mechanism ``Q`` of the selection.
+    def _drawn_runs(self, plan, asks, rng, seed_rng):
+        """The hidden runs, configured and seeded, one at a time (a generator).
 
-        Fit ``params`` on the training part within its share of ``rho_run`` and
-        score it on the validation part with the Gaussian mechanism of
-        :func:`_score_mechanism`. A replaced record lies in one part only, so the
+        ``K`` is drawn on the first step and held by the iterator of
+        :func:`_number_of_runs` only. Which configuration each run fits is part of
+        the selection's randomness: from the secure source.
+        """
+        for _ in _number_of_runs(rng, plan.eta, plan.gamma):
+            index = int(_uniform_below(rng, len(plan.grid), 1)[0])
+            est = self._configure(plan.grid[index], asks[index], plan.classes_param)
+            shown = _mute(est)
+            yield index, _set_random_states(est, seed_rng), shown
+
+    def _run(self, plan, est, parts):
+        """One hidden run, the base mechanism ``Q`` of the selection, before noise.
+
+        Fit ``est`` on the training part within its share of ``rho_run``; its
+        validation score gets the Gaussian noise of :func:`_score_mechanism` in
+        :meth:`_hidden_runs`. A replaced record lies in one part only, so the
         run is ``rho_run``-zCDP (parallel composition).
 
         Returns
         -------
-        score : float
-            The noisy score (larger is better).
-        est : estimator
-            The fitted run.
-        shown : dict
-            Its ``verbose`` settings, switched off for the run.
+        raw : float
+            The exact validation score (never leaves ``fit``).
         rho : float
             The zCDP its fit spent.
         """
         X_train, y_train, X_val, y_val = parts
-        est = self._configure(params, ask, plan.classes_param)
-        shown = _mute(est)
-        est = _set_random_states(est, seed_rng).fit(X_train, y_train)
-        rho = self._check_run(est, plan.prefixes, plan.rho_step, "in the search")
-        raw = self._raw_score(est, X_val, y_val, plan.scoring, plan.score_range)
-        noisy = float(plan.score_mech.release(raw, rng))
-        return (noisy if plan.scoring == "accuracy" else -noisy), est, shown, rho
+        # The error state is per thread: fixed here too (see fit).
+        with np.errstate(all="ignore"):
+            est.fit(X_train, y_train)
+            rho = self._check_run(est, plan.prefixes, plan.rho_step, "in the search")
+            raw = self._raw_score(est, X_val, y_val, plan.scoring, plan.score_range)
+        return raw, rho
 
     def _release(self, best, plan, spent):
         """Store the best run and the search's public quantities; return ``self``.
@@ -1015,6 +1205,7 @@ default=None
         self.expected_runs_ = tnb_mean(plan.eta, plan.gamma)
         self.n_train_, self.n_validation_ = plan.n_train, plan.n_val
         self.scorer_ = plan.scoring
+        self.score_clip_ = plan.score_range
         if plan.classes is not None:
             self.classes_ = plan.classes
         for name in ("n_features_in_", "feature_names_in_"):

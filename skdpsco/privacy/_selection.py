@@ -266,24 +266,27 @@ def zcdp_repeat_and_select_rdp(rho, eta, gamma, orders=None):
     return orders, orders * rho + (1.0 + eta) * inner + log_mean / (orders - 1.0)
 
 
-def selection_epsilon(rho, delta, eta, gamma, orders=None):
+def selection_epsilon(rho, delta, eta, gamma, orders=None, rho_extra=0.0):
     """``(epsilon, delta)`` of the best of ``K ~ D_{eta, gamma}`` ``rho``-zCDP runs.
 
     :func:`zcdp_repeat_and_select_rdp` (Papernot & Steinke 2022, Theorem 2), then the
     RDP-to-DP conversion of :func:`skdpsco.privacy.rdp_to_approx_dp` (the minimum of
-    Mironov's and Balle et al.'s, optimised over the orders).
+    Mironov's and Balle et al.'s, optimised over the orders). ``rho_extra`` is the
+    zCDP of releases made once, outside the runs, on the same records (a search's
+    public score scale): its RDP curve ``rho_extra * lambda`` adds to the
+    selection's (sequential composition of RDP, Mironov 2017, Prop. 1).
 
     Returns
     -------
     epsilon : float
     """
-    if math.isinf(rho):
+    if math.isinf(rho) or math.isinf(rho_extra):
         return math.inf
     orders, rdp = zcdp_repeat_and_select_rdp(rho, eta, gamma, orders)
-    return rdp_to_approx_dp(orders, rdp, delta)[0]
+    return rdp_to_approx_dp(orders, rdp + rho_extra * orders, delta)[0]
 
 
-def selection_record(rho, delta, eta, gamma):
+def selection_record(rho, delta, eta, gamma, rho_extra=0.0):
     """Ledger record of the best of ``K ~ D_{eta, gamma}`` runs of a ``rho``-zCDP run.
 
     One ``"approx_dp"`` record whose epsilon is :func:`selection_epsilon` (Papernot &
@@ -298,24 +301,31 @@ def selection_record(rho, delta, eta, gamma):
         The ``delta`` of the conversion.
     eta, gamma : float
         The distribution ``D_{eta, gamma}`` of ``K`` (``eta = 1``: geometric).
+    rho_extra : float, default=0.0
+        zCDP of releases made once besides the runs (see
+        :func:`selection_epsilon`).
 
     Returns
     -------
     MechanismRecord
     """
     how = "geometric" if eta == 1 else f"truncated negative binomial eta={eta:g}"
+    extra = f", with a rho={rho_extra:.6g}-zCDP release" if rho_extra else ""
     return MechanismRecord(
         f"private selection, best of K runs ({how}, E[K]="
-        f"{tnb_mean(eta, gamma):.4g}) of a rho={rho:.6g}-zCDP run; "
+        f"{tnb_mean(eta, gamma):.4g}) of a rho={rho:.6g}-zCDP run{extra}; "
         "Papernot & Steinke 2022, Thm 2",
         "approx_dp",
-        epsilon=selection_epsilon(rho, delta, eta, gamma),
+        epsilon=selection_epsilon(rho, delta, eta, gamma, rho_extra=rho_extra),
         delta=delta,
     )
 
 
-def calibrate_selection_rho(epsilon, delta, eta, gamma, orders=None):
+def calibrate_selection_rho(epsilon, delta, eta, gamma, orders=None, rho_extra=0.0):
     """Largest per-run zCDP ``rho`` whose selection is ``(epsilon, delta)``-DP.
+
+    With ``rho_extra``, the selection composed with a ``rho_extra``-zCDP release
+    (:func:`selection_epsilon`) is.
 
     Bisection on ``log rho`` (:func:`selection_epsilon` increases with ``rho``); the
     lower end of the bracket is returned, so it certifies the target. ``epsilon = inf``
@@ -331,18 +341,22 @@ def calibrate_selection_rho(epsilon, delta, eta, gamma, orders=None):
         return math.inf
     if orders is None:
         # A pure function of public numbers: cached, since every search asks it.
-        return _calibrate_cached(float(epsilon), float(delta), float(eta), float(gamma))
-    return _calibrate(epsilon, delta, eta, gamma, orders)
+        return _calibrate_cached(
+            float(epsilon), float(delta), float(eta), float(gamma), float(rho_extra)
+        )
+    return _calibrate(epsilon, delta, eta, gamma, orders, rho_extra)
 
 
 @functools.lru_cache(maxsize=256)
-def _calibrate_cached(epsilon, delta, eta, gamma):
-    return _calibrate(epsilon, delta, eta, gamma, None)
+def _calibrate_cached(epsilon, delta, eta, gamma, rho_extra):
+    return _calibrate(epsilon, delta, eta, gamma, None, rho_extra)
 
 
-def _calibrate(epsilon, delta, eta, gamma, orders):
+def _calibrate(epsilon, delta, eta, gamma, orders, rho_extra=0.0):
     def eps_of(log_rho):
-        return selection_epsilon(math.exp(log_rho), delta, eta, gamma, orders)
+        return selection_epsilon(
+            math.exp(log_rho), delta, eta, gamma, orders, rho_extra
+        )
 
     lo, hi = math.log(epsilon) - 30.0, math.log(epsilon) + 5.0
     if eps_of(lo) > epsilon:

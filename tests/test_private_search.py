@@ -177,8 +177,8 @@ def test_every_run_fits_within_its_share(clf_data, monkeypatch):
     seen = []
     original = _PSCV._check_run
 
-    def spy(self, est, prefixes, rho_step, where):
-        total = original(self, est, prefixes, rho_step, where)
+    def spy(self, est, prefixes, rho_step, where, orders=None):
+        total = original(self, est, prefixes, rho_step, where, orders)
         seen.append((total, rho_step))
         return total
 

@@ -326,3 +326,99 @@ def test_cv_is_the_validation_fraction():
     for cv in (5, KFold(5), 1.0, 0):
         with pytest.raises(ValueError, match="cv is the validation fraction"):
             fitted(cv=cv)
+
+
+# ------------------------------------------------------- runs without a zCDP bound
+
+
+def test_replace_one_rdp_of_ledger_records():
+    from skdpsco.privacy import MechanismRecord
+    from skdpsco.privacy._accounting import (
+        rdp_gaussian,
+        rdp_poisson_subsampled_gaussian,
+    )
+    from skdpsco.privacy._selection import replace_one_rdp
+
+    orders = np.array([2.0, 3.0, 8.0, 64.0])
+    gauss = MechanismRecord("g", "gaussian", count=3, sensitivity=2.0, scale=10.0)
+    sgd = MechanismRecord(
+        "s",
+        "subsampled_gaussian",
+        count=100,
+        sensitivity=1.0,
+        scale=4.0,
+        sampling_rate=0.01,
+    )
+    scaling = MechanismRecord("sc", "approx_dp", rho=0.002, epsilon=0.1, delta=1e-6)
+    pure = MechanismRecord("p", "approx_dp", epsilon=0.5, delta=0.0)
+    got = replace_one_rdp([gauss, sgd, scaling, pure], orders)
+    want = (
+        3 * rdp_gaussian(5.0, orders)
+        # Mironov 2017, Prop. 2 (c = 1): (2 lambda, eps)-RDP -> (lambda, 3 eps).
+        + 3 * 100 * rdp_poisson_subsampled_gaussian(0.01, 4.0, 2 * orders)
+        + 0.002 * orders
+        + np.minimum(0.5, orders * 0.125)
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    opaque = MechanismRecord("o", "approx_dp", epsilon=0.1, delta=1e-6)
+    assert replace_one_rdp([gauss, opaque], orders) is None
+    with pytest.raises(ValueError, match="orders >= 2"):
+        replace_one_rdp([gauss], [1.5, 2.0])
+
+
+def test_selection_on_orders_is_conservative_and_calibrated():
+    from skdpsco.privacy._selection import (
+        RUN_RDP_ORDERS,
+        calibrate_selection_rho,
+        selection_epsilon,
+    )
+
+    for eta, gamma in [(0.0, 0.1), (1.0, 0.25)]:
+        closed = selection_epsilon(0.02, 1e-5, eta, gamma)
+        grid = selection_epsilon(0.02, 1e-5, eta, gamma, RUN_RDP_ORDERS, on_grid=True)
+        assert closed <= grid <= closed * 1.05
+        rho = calibrate_selection_rho(
+            1.0, 1e-5, eta, gamma, RUN_RDP_ORDERS, 0.001, on_grid=True
+        )
+        eps = selection_epsilon(
+            rho, 1e-5, eta, gamma, RUN_RDP_ORDERS, 0.001, on_grid=True
+        )
+        assert 1.0 - 1e-6 < eps <= 1.0
+
+
+def test_dp_sgd_in_a_grid(monkeypatch):
+    # It failed with "spent no zCDP bound for a per-run share": DP-SGD's
+    # replace-one guarantee is (epsilon, delta) from group privacy, and its
+    # private scaling was one (epsilon, delta) record. The runs are now bounded
+    # on RUN_RDP_ORDERS (replace_one_rdp) and the selection accounted there.
+    from skdpsco.model_selection._search import PrivateSearchCV as PSCV
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((1500, 4))
+    y = X @ np.array([1.0, -0.5, 0.25, 0.0]) + 0.3 * rng.standard_normal(1500)
+    seen = []
+    original = PSCV._check_run
+
+    def spy(self, est, prefixes, rho_step, where, orders=None):
+        total = original(self, est, prefixes, rho_step, where, orders)
+        seen.append((total, rho_step, orders))
+        return total
+
+    monkeypatch.setattr(PSCV, "_check_run", spy)
+    search = PrivateSearchCV(
+        HeavyTailedDPRidge(algorithm="dp_sgd", max_iter=3),
+        {"alpha": [0.1, 10.0]},
+        epsilon=1.0,
+        score_clip=4.0,
+        random_state=0,
+    ).fit(X, y)
+    assert search.privacy_spent_.epsilon <= 1.0
+    assert "on orders 2 to 55;" in search.privacy_spent_.mechanisms[0].name
+    # Probes and runs: every fit's curve within rho_step * lambda on the orders,
+    # and the bisection leaves at most a factor 2^(2^-6) of the share unused.
+    assert seen and all(orders[-1] == 55.0 for _, _, orders in seen)
+    for total, rho_step, _ in seen:
+        assert 0.9 * rho_step < total <= rho_step * (1 + 1e-9)
+    ask = search.best_estimator_.epsilon
+    assert 0.5 < ask < 0.65  # the Gaussian ask of the same share: 0.64
+    assert search.score(X, y) > 0.5

@@ -43,7 +43,9 @@ from ..privacy._params import (
     check_privacy_params,
 )
 from ..privacy._selection import (
+    RUN_RDP_ORDERS,
     calibrate_selection_rho,
+    replace_one_rdp,
     selection_record,
     tnb_gamma,
     tnb_mean,
@@ -84,6 +86,10 @@ _AUTO_CLIP = {
 #: ``score_clip="auto"``: the zCDP of one Gaussian release at the asked
 #: ``(epsilon, delta)`` times this share, composed with the selection.
 _CLIP_SHARE = 0.05
+
+#: Bisection steps of the ask of a step without a zCDP bound (the ask is then
+#: within a factor 2^(2^-6) of the largest that fits).
+_ASK_BISECTIONS = 6
 
 #: Relative margin kept between the per-step target and the ask, so that the
 #: floating-point round trip ask -> rho inside an estimator never exceeds the target.
@@ -260,11 +266,41 @@ def _within(rho, rho_step):
     return rho is not None and rho <= rho_step * (1.0 + 1e-9)
 
 
-def _spent_rho(step):
+def _spent_rho(step, orders=None):
+    """zCDP a fitted step spent; with ``orders``, its bound on those orders only.
+
+    A step without a zCDP bound (Poisson-subsampled DP-SGD: its replace-one
+    guarantee comes from group privacy on an add/remove RDP curve) is bounded by
+    ``max_lambda eps(lambda) / lambda`` over ``orders``
+    (:func:`~skdpsco.privacy._selection.replace_one_rdp`): it is then
+    ``(lambda, rho lambda)``-RDP at every order the selection accounts on.
+    """
     spent = getattr(step, "privacy_spent_", None)
     if not isinstance(spent, PrivacySpent):
         return None
-    return spent.rho
+    if spent.rho is not None or orders is None:
+        return spent.rho
+    curve = replace_one_rdp(spent.mechanisms, orders)
+    return None if curve is None else float(np.max(curve / np.asarray(orders)))
+
+
+def _run_orders(rho_run, delta):
+    """The orders a search with steps without a zCDP bound is accounted on.
+
+    Those steps (Poisson-subsampled) lose their amplification at high orders,
+    so the orders stop where a ``rho_run``-zCDP selection needs them: twice the
+    order ``1 + sqrt(log(1 / delta) / rho)`` at which a ``rho``-zCDP bound
+    converts best (Bun & Steinke 2016, Prop. 1.3), at least 16, at most those of
+    :data:`~skdpsco.privacy._selection.RUN_RDP_ORDERS`. A function of public
+    numbers; any set of orders gives a valid bound.
+    """
+    top = max(16.0, 2.0 * (1.0 + math.sqrt(math.log(1.0 / delta) / rho_run)))
+    return tuple(o for o in RUN_RDP_ORDERS if o <= top)
+
+
+def _lacks_zcdp(step):
+    spent = getattr(step, "privacy_spent_", None)
+    return isinstance(spent, PrivacySpent) and spent.rho is None
 
 
 class _Plan(NamedTuple):
@@ -285,6 +321,7 @@ class _Plan(NamedTuple):
     classes: np.ndarray | None
     classes_param: tuple | None
     rho_clip: float = 0.0
+    orders: tuple | None = None
 
 
 def _check_data(X, y):
@@ -438,9 +475,15 @@ class PrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
     budget is ``rho / m``. A grid that varies ``epsilon`` or ``delta`` is refused. Every
     configuration is first fitted once on synthetic public data of the training part's
     shape (no private record is read) to check that it spends at most its share as
-    zCDP; a configuration that does not (a step whose mechanisms are not zCDP, or that
-    spends more than asked) is refused before the search touches the data, and every
-    real fit is checked again.
+    zCDP; a configuration that does not (a step whose mechanisms have no RDP curve,
+    or that spends more than asked) is refused before the search touches the data,
+    and every real fit is checked again. A step without a zCDP bound (``dp_sgd``:
+    Poisson subsampling, whose replace-one curve is ``3 eps(2 lambda)`` of its
+    add/remove one, Mironov 2017, Prop. 2) is bounded by ``rho * lambda`` on the
+    orders from 2 to about twice the order where ``rho_run`` converts best; the
+    search then calibrates and accounts the selection on those orders only, and
+    asks that step for the largest budget (bisection on public probe fits) whose
+    curve stays within its share.
 
     **Scores.** A DP score needs a bounded per-record contribution. Classifiers use
     accuracy (each validation record contributes 0 or 1, so replacing one changes the
@@ -813,12 +856,13 @@ default=None
                     "searched pipeline (apply them to X first)."
                 ) from exc
 
-    def _check_run(self, est, prefixes, rho_step, where):
-        """zCDP spent by the DP steps of a fitted run; refuses more than asked."""
+    def _check_run(self, est, prefixes, rho_step, where, orders=None):
+        """zCDP spent by the DP steps of a fitted run (on ``orders``, if given);
+        refuses more than asked."""
         total = 0.0
         for prefix in prefixes:
             step = _step(est, prefix)
-            rho = _spent_rho(step)
+            rho = _spent_rho(step, orders)
             if not _within(rho, rho_step):
                 got = "no zCDP bound" if rho is None else f"rho={rho:.6g}"
                 raise PrivacyBudgetError(
@@ -864,6 +908,12 @@ default=None
         seed_rng = None if self.random_state is None else rng
         probe_rng = np.random.default_rng(rng.integers(0, 2**63 - 1))
         asks, rho_probed = self._probe_grid(X, plan, probe_rng, seed_rng)
+        if asks is None:
+            # A step without a zCDP bound: the runs are accounted on the orders
+            # where their RDP curves are bounded (public: the probes decided).
+            orders = _run_orders(plan.rho_run, plan.budget.delta)
+            plan = self._plan(_n_rows(X), y, orders=orders)
+            asks, rho_probed = self._probe_grid(X, plan, probe_rng, seed_rng)
         plan = self._release_clip(plan, y, rng)
         self._say(
             f"{len(plan.grid)} configurations, {tnb_mean(plan.eta, plan.gamma):.3g} "
@@ -881,7 +931,7 @@ default=None
         # The run is max(fit, score)-zCDP: a replaced record is in one part only.
         rho_q = max(rho_probed, rho_fit, plan.score_mech.rho)
         record = selection_record(
-            rho_q, plan.budget.delta, plan.eta, plan.gamma, rho_extra=plan.rho_clip
+            rho_q, plan.budget.delta, plan.eta, plan.gamma, plan.rho_clip, plan.orders
         )
         gate_release(record.epsilon, plan.budget.epsilon, "PrivateSearchCV")
         spent = PrivacySpent(
@@ -904,7 +954,7 @@ default=None
         if self.verbose:
             print(f"PrivateSearchCV: {line}", flush=True)
 
-    def _plan(self, n, y):
+    def _plan(self, n, y, orders=None):
         """The search's public plan, fixed before any private record is read.
 
         The DP steps, the candidates, the score and its range, the budget, the
@@ -913,7 +963,10 @@ default=None
         2019 geometric random stopping) and the per-run zCDP budget ``rho_run``
         whose best-of-``K`` selection (composed with the score scale's release,
         ``score_clip="auto"``) is the asked ``(epsilon, delta)`` (Papernot &
-        Steinke 2022, Theorem 2). Every refusal here reads public numbers only.
+        Steinke 2022, Theorem 2). With ``orders``, the runs are bounded on those
+        orders only (steps without a zCDP bound, :func:`_spent_rho`) and the
+        selection is accounted on them. Every refusal here reads public numbers
+        only.
         """
         fraction = self._check_search_options()
         prefixes = _private_steps(self.estimator)
@@ -937,7 +990,13 @@ default=None
         if score_range is None:
             rho_clip = _CLIP_SHARE * gaussian_rho_budget(budget.epsilon, budget.delta)
         rho_run = calibrate_selection_rho(
-            budget.epsilon, budget.delta, eta, gamma, rho_extra=rho_clip
+            budget.epsilon,
+            budget.delta,
+            eta,
+            gamma,
+            orders,
+            rho_clip,
+            on_grid=orders is not None,
         )
         # With score_clip="auto" the range is released later; the refusal depends
         # on the noise relative to the range only, so a unit range decides it.
@@ -962,6 +1021,7 @@ default=None
             score_mech,
             *self._public_classes(prefixes, y),
             rho_clip,
+            orders,
         )
 
     def _check_search_options(self):
@@ -1056,36 +1116,84 @@ default=None
 
         A configuration that cannot run within its per-step share ``rho_step`` as
         zCDP (the selection theorem, Papernot & Steinke 2022, Theorem 2, needs a
-        zCDP run) is refused before any private record is read. A step over its
-        share as a Gaussian ask is asked again as pure epsilon-DP (a Laplace step
-        costs ``epsilon^2 / 2`` zCDP; Bun & Steinke 2016, Prop. 1.4).
+        bound on every run's RDP curve) is refused before any private record is
+        read. A step over its share as a Gaussian ask is asked again as pure
+        epsilon-DP (a Laplace step costs ``epsilon^2 / 2`` zCDP; Bun & Steinke
+        2016, Prop. 1.4); a step without a zCDP bound (DP-SGD) gets the largest
+        ask whose RDP curve is within ``rho_step * lambda`` on ``plan.orders``
+        (:meth:`_shrunk_ask`).
 
         Returns
         -------
-        asks : list of dict
-            Per candidate, the ``(epsilon, delta)`` asked of every DP step.
-        rho_fit : float
+        asks : list of dict or None
+            Per candidate, the ``(epsilon, delta)`` asked of every DP step; None
+            when a step has no zCDP bound and ``plan.orders`` is None (the plan
+            must be made on orders).
+        rho_fit : float or None
             The largest zCDP a probe spent.
         """
         Z, yz = self._probe_data(X, plan.n_train, plan.classes, rng)
         delta, rho_step = plan.budget.delta, plan.rho_step
         asks, rho_fit = [], 0.0
         for params in plan.grid:
+
+            def probe(ask, params=params):
+                return self._probe(params, ask, plan.classes_param, Z, yz, seed_rng)
+
             ask = {p: self._asks(rho_step, delta, pure=False) for p in plan.prefixes}
-            est = self._probe(params, ask, plan.classes_param, Z, yz, seed_rng)
+            est = probe(ask)
+            if plan.orders is None and any(
+                _lacks_zcdp(_step(est, p)) for p in plan.prefixes
+            ):
+                return None, None
             over = [
                 p
                 for p in plan.prefixes
-                if not _within(_spent_rho(_step(est, p)), rho_step)
+                if not _within(_spent_rho(_step(est, p), plan.orders), rho_step)
             ]
+            for p in over:
+                if _lacks_zcdp(_step(est, p)):
+                    ask[p] = self._shrunk_ask(ask, p, plan, probe)
+                else:
+                    ask[p] = self._asks(rho_step, delta, pure=True)
             if over:
-                ask.update({p: self._asks(rho_step, delta, pure=True) for p in over})
-                est = self._probe(params, ask, plan.classes_param, Z, yz, seed_rng)
+                est = probe(ask)
             rho_fit = max(
-                rho_fit, self._check_run(est, plan.prefixes, rho_step, f"of {params}")
+                rho_fit,
+                self._check_run(
+                    est, plan.prefixes, rho_step, f"of {params}", plan.orders
+                ),
             )
             asks.append(ask)
         return asks, rho_fit
+
+    @staticmethod
+    def _shrunk_ask(ask, prefix, plan, probe):
+        """The largest ask of step ``prefix`` whose RDP stays within its share.
+
+        For a step without a zCDP bound, its curve on ``plan.orders``
+        (:func:`_spent_rho`) grows with the ``epsilon`` it is asked; a bisection
+        on ``log epsilon``, each point fitted on the public probe data, keeps the
+        largest ask found within ``rho_step`` (the private fits are checked again
+        with the same ledger). Public numbers only.
+        """
+        delta = plan.budget.delta
+
+        def within(eps):
+            est = probe({**ask, prefix: (eps, delta)})
+            return _within(_spent_rho(_step(est, prefix), plan.orders), plan.rho_step)
+
+        hi = lo = ask[prefix][0]
+        for _ in range(30):
+            lo /= 2.0
+            if within(lo):
+                break
+        else:
+            return ask[prefix]  # nothing fits: the check that follows refuses it
+        for _ in range(_ASK_BISECTIONS):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if within(mid) else (lo, mid)
+        return lo, delta
 
     def _hidden_runs(self, plan, asks, parts, rng, noise_rng, seed_rng):
         """The ``K`` hidden runs; only the best one (by its noisy score) comes out.
@@ -1164,7 +1272,9 @@ default=None
         # The error state is per thread: fixed here too (see fit).
         with np.errstate(all="ignore"):
             est.fit(X_train, y_train)
-            rho = self._check_run(est, plan.prefixes, plan.rho_step, "in the search")
+            rho = self._check_run(
+                est, plan.prefixes, plan.rho_step, "in the search", plan.orders
+            )
             raw = self._raw_score(est, X_val, y_val, plan.scoring, plan.score_range)
         return raw, rho
 

@@ -128,8 +128,14 @@ class PrivacyBudget:
             else {"epsilon": eps_s}
         )
         # The scaling's mechanisms are accounted as one (eps_s, delta_s) mechanism.
+        # Its zCDP is kept on the record (not used by the basic composition): a
+        # search accounts its runs in RDP (skdpsco.privacy._selection).
         record = MechanismRecord(
-            "private scaling", "approx_dp", epsilon=eps_s, delta=delta_s
+            "private scaling",
+            "approx_dp",
+            rho=spend.get("rho"),
+            epsilon=eps_s,
+            delta=delta_s,
         )
         return BudgetSplit(spend, AlgorithmBudget(*rest._values()), record)
 

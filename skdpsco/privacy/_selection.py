@@ -56,12 +56,14 @@ import math
 import numpy as np
 
 from ..utils._validation import check_real
-from ._accounting import DEFAULT_RDP_ORDERS, rdp_to_approx_dp
+from ._accounting import DEFAULT_RDP_ORDERS, _record_rdp, rdp_to_approx_dp
 from ._records import MechanismRecord
 
 __all__ = [
     "SELECTION_ORDERS",
+    "RUN_RDP_ORDERS",
     "calibrate_selection_rho",
+    "replace_one_rdp",
     "rdp_repeat_and_select",
     "selection_epsilon",
     "selection_record",
@@ -85,6 +87,49 @@ SELECTION_ORDERS = tuple(
         )
     ).tolist()
 )
+
+
+#: Orders on which a run that is not zCDP (Poisson-subsampled steps) is bounded by
+#: ``rho * lambda``: from 2 (the group-privacy step of :func:`replace_one_rdp`
+#: halves the order of an add/remove curve that needs orders >= 4) to 256 (the
+#: selection's ``lambda_hat`` and the conversion's order stay below it for
+#: per-run budgets above about 1e-4).
+RUN_RDP_ORDERS = tuple(o for o in SELECTION_ORDERS if 2.0 <= o <= 256.0)
+
+
+def replace_one_rdp(records, orders):
+    """Replace-one RDP curve of a fit's ledger at ``orders`` (all ``>= 2``), or None.
+
+    Gaussian, Laplace and zCDP records have replace-one curves (their
+    sensitivities are replace-one; :func:`~skdpsco.privacy._accounting._record_rdp`),
+    and an ``"approx_dp"`` record summarising mechanisms of zCDP ``rho`` (a
+    private scaling) has ``rho * lambda``; a pure ``epsilon``-DP one has
+    ``min(epsilon, lambda epsilon^2 / 2)`` (Mironov 2017, Prop. 3; Bun & Steinke
+    2016, Prop. 1.4). Poisson-subsampled Gaussian records are add/remove: their
+    curves add at the orders ``2 lambda``, and a replace-one pair is at add/remove
+    distance 2, so the replace-one curve is ``3 eps_ar(2 lambda)`` (Mironov 2017,
+    Prop. 2, with ``c = 1``, which needs ``2 lambda >= 4``). Any other record
+    (``"approx_dp"`` with ``delta > 0`` and no ``rho``) has no curve: None.
+    """
+    orders = np.asarray(orders, dtype=float)
+    if np.any(orders < 2.0):
+        raise ValueError("replace_one_rdp needs orders >= 2 (group privacy).")
+    total = np.zeros_like(orders)
+    add_remove = np.zeros_like(orders)
+    for rec in records:
+        if rec.kind == "subsampled_gaussian":
+            add_remove = add_remove + _record_rdp(rec, 2.0 * orders)
+        elif rec.kind == "approx_dp" and rec.rho is not None:
+            total = total + rec.count * rec.rho * orders
+        elif rec.kind == "approx_dp" and rec.delta == 0:
+            eps = rec.epsilon
+            total = total + rec.count * np.minimum(eps, orders * eps**2 / 2.0)
+        else:
+            curve = _record_rdp(rec, orders)
+            if curve is None:
+                return None
+            total = total + curve
+    return total + 3.0 * add_remove
 
 
 def _check_eta(eta):
@@ -266,7 +311,9 @@ def zcdp_repeat_and_select_rdp(rho, eta, gamma, orders=None):
     return orders, orders * rho + (1.0 + eta) * inner + log_mean / (orders - 1.0)
 
 
-def selection_epsilon(rho, delta, eta, gamma, orders=None, rho_extra=0.0):
+def selection_epsilon(
+    rho, delta, eta, gamma, orders=None, rho_extra=0.0, *, on_grid=False
+):
     """``(epsilon, delta)`` of the best of ``K ~ D_{eta, gamma}`` ``rho``-zCDP runs.
 
     :func:`zcdp_repeat_and_select_rdp` (Papernot & Steinke 2022, Theorem 2), then the
@@ -276,17 +323,25 @@ def selection_epsilon(rho, delta, eta, gamma, orders=None, rho_extra=0.0):
     public score scale): its RDP curve ``rho_extra * lambda`` adds to the
     selection's (sequential composition of RDP, Mironov 2017, Prop. 1).
 
+    ``on_grid=True`` is for runs bounded by ``rho * lambda`` at ``orders`` only
+    (:data:`RUN_RDP_ORDERS`): Theorem 2's ``lambda_hat`` then ranges over
+    ``orders`` (:func:`rdp_repeat_and_select`) instead of every real ``>= 1``.
+
     Returns
     -------
     epsilon : float
     """
     if math.isinf(rho) or math.isinf(rho_extra):
         return math.inf
-    orders, rdp = zcdp_repeat_and_select_rdp(rho, eta, gamma, orders)
+    if on_grid:
+        orders = np.asarray(orders, dtype=float)
+        rdp = rdp_repeat_and_select(orders, rho * orders, eta, gamma)
+    else:
+        orders, rdp = zcdp_repeat_and_select_rdp(rho, eta, gamma, orders)
     return rdp_to_approx_dp(orders, rdp + rho_extra * orders, delta)[0]
 
 
-def selection_record(rho, delta, eta, gamma, rho_extra=0.0):
+def selection_record(rho, delta, eta, gamma, rho_extra=0.0, orders=None):
     """Ledger record of the best of ``K ~ D_{eta, gamma}`` runs of a ``rho``-zCDP run.
 
     One ``"approx_dp"`` record whose epsilon is :func:`selection_epsilon` (Papernot &
@@ -304,6 +359,9 @@ def selection_record(rho, delta, eta, gamma, rho_extra=0.0):
     rho_extra : float, default=0.0
         zCDP of releases made once besides the runs (see
         :func:`selection_epsilon`).
+    orders : sequence of float, optional
+        The orders on which the run is bounded by ``rho * lambda`` when it is not
+        zCDP at every order (``on_grid`` of :func:`selection_epsilon`).
 
     Returns
     -------
@@ -311,21 +369,28 @@ def selection_record(rho, delta, eta, gamma, rho_extra=0.0):
     """
     how = "geometric" if eta == 1 else f"truncated negative binomial eta={eta:g}"
     extra = f", with a rho={rho_extra:.6g}-zCDP release" if rho_extra else ""
+    if orders is not None:
+        extra += f", on orders {min(orders):g} to {max(orders):g}"
     return MechanismRecord(
         f"private selection, best of K runs ({how}, E[K]="
         f"{tnb_mean(eta, gamma):.4g}) of a rho={rho:.6g}-zCDP run{extra}; "
         "Papernot & Steinke 2022, Thm 2",
         "approx_dp",
-        epsilon=selection_epsilon(rho, delta, eta, gamma, rho_extra=rho_extra),
+        epsilon=selection_epsilon(
+            rho, delta, eta, gamma, orders, rho_extra, on_grid=orders is not None
+        ),
         delta=delta,
     )
 
 
-def calibrate_selection_rho(epsilon, delta, eta, gamma, orders=None, rho_extra=0.0):
+def calibrate_selection_rho(
+    epsilon, delta, eta, gamma, orders=None, rho_extra=0.0, *, on_grid=False
+):
     """Largest per-run zCDP ``rho`` whose selection is ``(epsilon, delta)``-DP.
 
     With ``rho_extra``, the selection composed with a ``rho_extra``-zCDP release
-    (:func:`selection_epsilon`) is.
+    (:func:`selection_epsilon`) is; with ``on_grid``, the run is bounded on
+    ``orders`` only.
 
     Bisection on ``log rho`` (:func:`selection_epsilon` increases with ``rho``); the
     lower end of the bracket is returned, so it certifies the target. ``epsilon = inf``
@@ -344,7 +409,7 @@ def calibrate_selection_rho(epsilon, delta, eta, gamma, orders=None, rho_extra=0
         return _calibrate_cached(
             float(epsilon), float(delta), float(eta), float(gamma), float(rho_extra)
         )
-    return _calibrate(epsilon, delta, eta, gamma, orders, rho_extra)
+    return _calibrate(epsilon, delta, eta, gamma, orders, rho_extra, on_grid)
 
 
 @functools.lru_cache(maxsize=256)
@@ -352,10 +417,10 @@ def _calibrate_cached(epsilon, delta, eta, gamma, rho_extra):
     return _calibrate(epsilon, delta, eta, gamma, None, rho_extra)
 
 
-def _calibrate(epsilon, delta, eta, gamma, orders, rho_extra=0.0):
+def _calibrate(epsilon, delta, eta, gamma, orders, rho_extra=0.0, on_grid=False):
     def eps_of(log_rho):
         return selection_epsilon(
-            math.exp(log_rho), delta, eta, gamma, orders, rho_extra
+            math.exp(log_rho), delta, eta, gamma, orders, rho_extra, on_grid=on_grid
         )
 
     lo, hi = math.log(epsilon) - 30.0, math.log(epsilon) + 5.0

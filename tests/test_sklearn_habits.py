@@ -207,3 +207,22 @@ def test_balanced_is_refused_by_algorithms_without_weights():
         HeavyTailedDPLogistic(
             class_weight="balanced", algorithm="truncated_mean_gd"
         ).fit(X, y)
+
+
+def test_doc_links_follow_the_declared_documentation_url():
+    # One address: the package metadata's Documentation URL is the repr's base,
+    # and every linked page is one the API docs generate (doc/api.rst).
+    import pathlib
+    import re
+
+    from skdpsco._estimators._base import DOCS_URL
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    # (tomllib is Python >= 3.11; the package supports 3.10.)
+    urls = re.search(
+        r'^Documentation = "([^"]+)"', (root / "pyproject.toml").read_text(), re.M
+    )
+    assert urls.group(1) == DOCS_URL
+    api = (root / "doc" / "api.rst").read_text()
+    for Est in ESTIMATORS:
+        assert Est.__name__ in api

@@ -377,12 +377,19 @@ class LinearDesign:
         ndarray of the shape of ``W``
         """
         head, offset = self._head(W)
-        step = max(1, min(self.chunk_rows, FUSED_CHUNK_ENTRIES // max(self.dim, 1)))
+        if sp.issparse(self.X):
+            # Sparse products cost their non-zeros and leave only (n,) or (n, K)
+            # temporaries, while every row slice copies its rows: one pass over
+            # all rows (a public rule, whatever the non-zeros).
+            step = max(1, self.n_samples)
+        else:
+            step = max(1, min(self.chunk_rows, FUSED_CHUNK_ENTRIES // max(self.dim, 1)))
         head_sum = np.zeros(head.shape)
         total = np.zeros(W.shape[1:])
         for start in range(0, self.n_samples, step):
             rows = slice(start, min(start + step, self.n_samples))
-            chunk = self.X[rows]
+            # A slice of a sparse matrix is a copy, even of all its rows.
+            chunk = self.X if step >= self.n_samples else self.X[rows]
             with np.errstate(over="ignore", under="ignore", invalid="ignore"):
                 Z = chunk @ head
                 Z = Z + offset

@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _helpers import assert_params_equal, dense_data, public_estimators
+from _helpers import algorithms, assert_params_equal, dense_data, public_estimators
 from sklearn.base import clone, is_classifier
 
 import skdpsco
@@ -440,14 +440,22 @@ def test_sample_weight_is_refused_with_the_reason(Estimator):
 
 
 @pytest.mark.parametrize(
-    "Estimator",
-    [E for E in ESTIMATORS if not E()._accept_sparse],
-    ids=lambda E: E.__name__,
+    "Estimator, algorithm",
+    [
+        (E, a)
+        for E in ESTIMATORS
+        for a in algorithms(E)
+        if not E(algorithm=a).__sklearn_tags__().input_tags.sparse
+    ],
+    ids=str,
 )
-def test_sparse_input_refusal_names_the_estimator_and_the_alternatives(Estimator):
+def test_sparse_input_refusal_names_the_estimator_and_the_alternatives(
+    Estimator, algorithm
+):
     X, y = _make_data(_target_of(Estimator()))
-    with pytest.raises(TypeError, match=f"{Estimator.__name__}.*SparseGradientDP"):
-        _make_estimator(Estimator).fit(sp.csr_matrix(X), y)
+    est = _make_estimator(Estimator, algorithm=algorithm)
+    with pytest.raises(TypeError, match=f"{Estimator.__name__}.*sparse_output=False"):
+        est.fit(sp.csr_matrix(X), y)
 
 
 @pytest.mark.parametrize("algorithm", ["dp_sgd", "aclipped_sgd", "r_aclipped_sgd"])

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._design import LinearDesign, standardised_design
 from .._losses import get_loss
@@ -33,6 +34,7 @@ from .._solvers._sample_aggregate import sample_and_aggregate
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy._params import PositiveFinite, PublicBound
 from ..utils._compat import Interval, StrOptions, _fit_context
+from ..utils._validation import canonical_sparse, refuse_sparse
 from ._algorithm import Algorithm, registry
 from ._base import (
     SCALING_PARAM_DOC,
@@ -420,42 +422,49 @@ def _accountant(oracle_class):
 #: (they multiply a clipped gradient, or a bounded Catoni influence, of norm at
 #: most the unweighted bound: doc/proofs.rst, "Sample weights");
 #: "max_iter": the number of passes is the user's to set (sample and aggregate
-#: makes one pass over each of its subsets).
+#: makes one pass over each of its subsets); "sparse": scipy.sparse X is read
+#: through the row-chunked design only (products with X, row norms, per-sample
+#: gradients densified a row chunk at a time). Each oracle's sensitivity
+#: argument bounds one record's gradient u_i x~_i from its row alone (e.g. the
+#: clip to ||.|| <= C of Abadi et al. 2016, Algorithm 1), whatever the storage,
+#: so sparse and dense X get the same noise. Sample and aggregate solves each
+#: subset on its dense rows (k x d, whatever the sparsity), so it keeps
+#: refusing sparse input.
 _ALGORITHMS = registry(
     Algorithm(
         "clipped_gd",
         _gradient_descent(_plan_clipped),
         _accountant(ClippedMeanOracle),
-        supports=frozenset({"class_weight", "max_iter", "sample_weight"}),
+        supports=frozenset({"class_weight", "max_iter", "sample_weight", "sparse"}),
     ),
     Algorithm(
         "catoni_gd",
         _gradient_descent(_plan_catoni),
         _accountant(CatoniMeanOracle),
-        supports=frozenset({"class_weight", "max_iter", "sample_weight"}),
+        supports=frozenset({"class_weight", "max_iter", "sample_weight", "sparse"}),
     ),
     Algorithm(
         "truncated_mean_gd",
         _gradient_descent(_make_truncated_planner(TruncatedMeanOracle, axis=False)),
         _accountant(TruncatedMeanOracle),
-        supports=frozenset({"max_iter"}),
+        supports=frozenset({"max_iter", "sparse"}),
     ),
     Algorithm(
         "axis_truncated_mean_gd",
         _gradient_descent(_make_truncated_planner(AxisTruncatedMeanOracle, axis=True)),
         _accountant(AxisTruncatedMeanOracle),
-        supports=frozenset({"max_iter"}),
+        supports=frozenset({"max_iter", "sparse"}),
     ),
     Algorithm(
         "smooth_sensitivity_gd",
         _gradient_descent(_plan_smooth_sensitivity),
-        supports=frozenset({"max_iter"}),
+        supports=frozenset({"max_iter", "sparse"}),
     ),
     Algorithm("sample_aggregate", _run_sample_aggregate),
     Algorithm(
         "dp_sgd",
         _sgd(_make_sgd_planner(PerExampleClipBatchOracle, "suffix", 1)),
-        supports=frozenset({"class_weight", "max_iter", "sample_weight"}),
+        supports=frozenset({"class_weight", "max_iter", "sample_weight", "sparse"}),
     ),
     Algorithm(
         "aclipped_sgd",
@@ -464,7 +473,7 @@ _ALGORITHMS = registry(
                 AveragedClipBatchOracle, "uniform", 1, _ACLIP_STEP_DIVISOR
             )
         ),
-        supports=frozenset({"class_weight", "max_iter", "sample_weight"}),
+        supports=frozenset({"class_weight", "max_iter", "sample_weight", "sparse"}),
     ),
     Algorithm(
         "r_aclipped_sgd",
@@ -476,13 +485,21 @@ _ALGORITHMS = registry(
                 _ACLIP_STEP_DIVISOR,
             )
         ),
-        supports=frozenset({"class_weight", "max_iter", "sample_weight"}),
+        supports=frozenset({"class_weight", "max_iter", "sample_weight", "sparse"}),
     ),
 )
 
 
+def _sparse_algorithms():
+    """The algorithms that fit on scipy.sparse X, in the registry's order."""
+    return [name for name, a in _ALGORITHMS.items() if "sparse" in a.supports]
+
+
 class _HeavyTailedBase(DPLinearModel):
     _ALGORITHMS = _ALGORITHMS
+    #: scipy.sparse X is predicted on by every algorithm and fitted on by those
+    #: whose registry entry supports "sparse" (the others refuse it at fit).
+    _accept_sparse = True
 
     _parameter_constraints: dict = {
         **DPLinearModel._parameter_constraints,
@@ -541,7 +558,35 @@ class _HeavyTailedBase(DPLinearModel):
         """
         return None
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self.algorithm in _sparse_algorithms()
+        return tags
+
+    def _validate_training_data(self, X, y):
+        if self.algorithm not in _sparse_algorithms():
+            refuse_sparse(
+                self,
+                X,
+                label=f"{type(self).__name__}(algorithm={self.algorithm!r})",
+                accepted=f"its algorithms {_sparse_algorithms()} do",
+            )
+        X, y = super()._validate_training_data(X, y)
+        if sp.issparse(X) and X.format != "csr":
+            # Every access of the design is by rows: one CSR copy up front
+            # (CSC row slices cost a pass over all the non-zeros each).
+            X = canonical_sparse(X.tocsr(), type(self).__name__)
+        return X, y
+
     def _standardise(self, X, x_scaling):
+        if sp.issparse(X) and np.any(x_scaling.center != 0):
+            # Sparse input is scaled, never centred (the zeros stay zeros): a
+            # centre would be ignored by the fit yet shift the released intercept.
+            raise ValueError(
+                f"{type(self).__name__}: scaling=(center, scale) with a nonzero "
+                "center needs dense X (sparse input is scaled without centring); "
+                "pass center=0 or dense X."
+            )
         # The solvers read the data through a design: the released scaling is
         # folded into its products where that is accurate (no standardised copy).
         return standardised_design(X, self.fit_intercept, x_scaling)
@@ -608,7 +653,8 @@ _SHARED_PARAMS_DOC = """
           propose-test-release, Dwork & Lei 2009). Needs very large ``n`` (about
           1e6 at epsilon = 1, d = 10) and refuses smaller data with an error
           naming the minimum; solutions lie in the ball of radius ``radius`` (10
-          if None).
+          if None). The only one that refuses scipy.sparse ``X``: it solves
+          every subset on its dense rows.
         - ``"dp_sgd"``: per-example clipping to ``clip_norm`` (Abadi et al. 2016),
           the stochastic baseline practitioners know from Opacus.
         - ``"aclipped_sgd"``: AClipped-dpSGD (Jin et al. 2024, Algorithm 1): average
@@ -698,8 +744,25 @@ default=None
         for tests only: anyone who knows the seed can subtract the noise. A
         ``Generator`` or ``RandomState`` is copied, never advanced: like an int, it
         gives every fit the same noise."""
+_SPARSE_SCALING_DOC = """
+
+        Sparse ``X`` (one-hot columns of ``OneHotEncoder``, mixed with numeric
+        ones by a ``ColumnTransformer``) gets a private scale per column and no
+        centre: the zeros stay zeros, a
+        one-hot column needs no centre (the intercept absorbs its mean), and a
+        numeric column is divided by its root mean square about 0. A numeric
+        column far from 0 relative to its spread (a year, a price level) then
+        varies little in the fit's units: centre it with public constants before
+        it joins the sparse matrix, or keep the output dense
+        (``OneHotEncoder(sparse_output=False)``,
+        ``ColumnTransformer(sparse_threshold=0)``), which is centred privately.
+        Sparse and dense ``X`` spend the same budget; with ``scaling="none"``, a
+        public ``(0, scale)`` or ``fit_intercept=False`` they give the same model
+        (to float rounding). A public nonzero ``center`` needs dense ``X``."""
 _SHARED_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(
-    "\n    random_state :", SCALING_PARAM_DOC.rstrip() + "\n    random_state :", 1
+    "\n    random_state :",
+    SCALING_PARAM_DOC.rstrip() + _SPARSE_SCALING_DOC + "\n    random_state :",
+    1,
 )
 
 

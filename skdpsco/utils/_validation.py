@@ -99,15 +99,38 @@ def checked_sample_weight(sample_weight, X, estimator):
     return weights
 
 
-def refuse_sparse(estimator, X):
-    """A clear error for scipy.sparse input to an estimator that needs dense X."""
-    if not getattr(estimator, "_accept_sparse", False) and sp.issparse(X):
-        raise TypeError(
-            f"{type(estimator).__name__} does not support sparse input (densifying "
-            "it could exhaust memory). SparseGradientDPRegressor / "
-            "SparseGradientDPClassifier and the GaussianWidthDP estimators accept "
-            "scipy.sparse matrices as they are."
+def refuse_sparse(estimator, X, *, accepted=None, label=None):
+    """A clear error for scipy.sparse input to an estimator that needs dense X.
+
+    Parameters
+    ----------
+    estimator : object
+        Refused when its ``_accept_sparse`` is false, or when ``accepted`` is
+        given (a sparse-capable estimator whose chosen option is not).
+    X : object
+        The input; only its type is read (a public fact).
+    accepted : str, optional
+        What accepts sparse input instead (default: the estimator families that
+        do).
+    label : str, optional
+        How the refused estimator is named (default: its class name).
+    """
+    if not sp.issparse(X):
+        return
+    if accepted is None and getattr(estimator, "_accept_sparse", False):
+        return
+    if accepted is None:
+        accepted = (
+            "the HeavyTailedDP*, SparseGradientDP* and GaussianWidthDP* "
+            "estimators accept scipy.sparse matrices as they are"
         )
+    label = type(estimator).__name__ if label is None else label
+    raise TypeError(
+        f"{label} does not support sparse input (densifying it could exhaust "
+        f"memory); {accepted}. To keep an encoder's output dense, use "
+        "OneHotEncoder(sparse_output=False) or ColumnTransformer(..., "
+        "sparse_threshold=0)."
+    )
 
 
 def _interval(low, high, low_open, high_open):

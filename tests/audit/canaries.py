@@ -199,15 +199,17 @@ def make_case(
     return AuditCase(name, X, y, X_prime, y_prime, canary, index)
 
 
-def case_names(estimator, *, extended=False):
+def case_names(estimator, *, extended=False, sparse=None):
     """Canary cases for an estimator, chosen by its tags.
 
     Default: the outlier canary, plus a second kind suited to the input type (a dense
     row for sparse-input estimators, an extreme label on an ordinary row otherwise)
     for regressors; classifiers get the outlier canary on binary and multiclass
-    data. ``extended`` (the slow audit) adds every kind on every task.
+    data. ``extended`` (the slow audit) adds every kind on every task. ``sparse``
+    picks the input type where the estimator takes both (default: its tags).
     """
-    sparse = _accepts_sparse(estimator)
+    if sparse is None:
+        sparse = _accepts_sparse(estimator)
     second = "dense" if sparse else "label"
     tasks = [_task_of(estimator, False)]
     if tasks[0] == "binary":

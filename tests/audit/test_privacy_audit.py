@@ -116,11 +116,32 @@ def audit_params(estimator_class, algorithm, *, overrides=True):
     return params
 
 
+#: Estimators that read dense and sparse X through different code paths (dense
+#: input centred and folded into the products, sparse input scaled and read by
+#: rows): audited on the dense canaries, and on the sparse outlier canary for the
+#: algorithms below (every sparse-capable one in the slow audit).
+DENSE_AND_SPARSE = {"HeavyTailedDPRidge", "HeavyTailedDPLogistic"}
+SPARSE_AUDITED_FAST = {"clipped_gd", "catoni_gd", "dp_sgd"}
+
+
+def _case_specs(est, algorithm, extended):
+    if est.__name__ not in DENSE_AND_SPARSE:
+        return case_names(est(), extended=extended)
+    specs = case_names(est(), extended=extended, sparse=False)
+    if not est(algorithm=algorithm).__sklearn_tags__().input_tags.sparse:
+        return specs
+    if extended:
+        return specs + case_names(est(), extended=True, sparse=True)
+    if algorithm in SPARSE_AUDITED_FAST:
+        return specs + case_names(est(), sparse=True)[:1]
+    return specs
+
+
 def _grid(*, extended):
     grid = []
     for est in public_estimators():
         for algorithm in algorithms_of(est):
-            for task, kind, sparse in case_names(est(), extended=extended):
+            for task, kind, sparse in _case_specs(est, algorithm, extended):
                 case_id = f"{kind}-{task}" + ("-sparse" if sparse else "")
                 grid.append(
                     pytest.param(
@@ -256,7 +277,7 @@ def test_privacy_audit_default_sizes_slow(estimator_class, algorithm):
     """The estimators' own default sizes (no override), outlier canary."""
     if algorithm in MECHANISM_LEVEL:
         pytest.skip("audited at the mechanism level in test_privacy_audit")
-    task, kind, sparse = case_names(estimator_class())[0]
+    task, kind, sparse = _case_specs(estimator_class, algorithm, False)[0]
     run_audit(
         estimator_class,
         algorithm,

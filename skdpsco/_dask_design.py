@@ -13,7 +13,7 @@ per aggregate; the rows stay on the workers. dask is imported lazily
 import numpy as np
 
 from ._design import _finite_predictions, dense_row_l2_norms
-from ._exact_sum import BLOCK_ROWS, SumGrid, exact_weighted_sum
+from ._exact_sum import BLOCK_ROWS, SumGrid, block_aligned, exact_weighted_sum
 from .utils._optional import import_dask
 
 __all__ = [
@@ -22,21 +22,6 @@ __all__ = [
     "dask_exact_weighted_sum",
     "fused_exact_sum",
 ]
-
-
-def block_aligned(X, block_rows=BLOCK_ROWS):
-    """``X`` (a dask array) rechunked to whole blocks of rows, all columns in one.
-
-    Each row chunk keeps about its size, rounded to a multiple of ``block_rows``
-    (at least one block): the layout is public, and only the alignment matters
-    for the sums. A chunking already aligned is kept as it is.
-    """
-    rows = X.chunks[0]
-    aligned = all(size % block_rows == 0 for size in rows[:-1])
-    if aligned and (X.ndim == 1 or len(X.chunks[1]) == 1):
-        return X
-    size = max(1, int(np.median(rows)) // block_rows) * block_rows
-    return X.rechunk({0: size, 1: -1} if X.ndim == 2 else {0: size})
 
 
 def _chunk_integers(X, C, head_grid, total_grid, vector, block_info=None):

@@ -50,6 +50,7 @@ __all__ = [
     "BLOCK_ROWS",
     "ExactAccumulator",
     "SumGrid",
+    "block_aligned",
     "block_boundaries",
     "block_sums",
     "exact_weighted_sum",
@@ -88,6 +89,21 @@ def block_boundaries(n_samples, block_rows=BLOCK_ROWS):
     """
     n_samples, block_rows = int(n_samples), int(block_rows)
     return np.append(np.arange(0, n_samples, block_rows, dtype=np.int64), n_samples)
+
+
+def block_aligned(X, block_rows=BLOCK_ROWS):
+    """``X`` (a dask array) rechunked to whole blocks of rows, all columns in one.
+
+    Each row chunk keeps about its size, rounded to a multiple of ``block_rows``
+    (at least one block): the layout is public, and only the alignment matters
+    for the sums. A chunking already aligned is kept as it is.
+    """
+    rows = X.chunks[0]
+    aligned = all(size % block_rows == 0 for size in rows[:-1])
+    if aligned and (X.ndim == 1 or len(X.chunks[1]) == 1):
+        return X
+    size = max(1, int(np.median(rows)) // block_rows) * block_rows
+    return X.rechunk({0: size, 1: -1} if X.ndim == 2 else {0: size})
 
 
 class SumGrid:

@@ -26,6 +26,8 @@ LAYERS = {
     "skdpsco._constraints": 2,
     "skdpsco._design": 2,
     "skdpsco._sparse_rows": 2,
+    # Below the column scaling, which hands dask input to it.
+    "skdpsco._dask_scaling": 2,
     "skdpsco._mean_estimation": 3,
     "skdpsco._column_scaling": 3,
     "skdpsco._dask_design": 3,

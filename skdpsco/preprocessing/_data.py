@@ -22,6 +22,7 @@ from .._column_scaling import (
     private_column_scaling,
     window_moments,
 )
+from .._dask_scaling import moment_grid, moment_sum_slack
 from .._design import LinearDesign
 from .._mean_estimation import AxisTruncatedMeanOracle
 from .._mean_estimation._truncated_mean import default_gradient_bound
@@ -471,11 +472,14 @@ default=None
         # relative to its box and the release is equivariant to a change of units
         # of one feature (noise calibrated to ||h|| in absolute units would let
         # one wide box drown every narrow feature). window_moments: replace-one
-        # moves m_j / h_j by <= 2 / n per feature, l2-sensitivity 2 sqrt(d) / n.
+        # moves m_j / h_j by <= 2 / n per feature, l2-sensitivity 2 sqrt(d) / n,
+        # plus t sqrt(d) / n for the floating-point summation (X is dense)
+        # (moment_sum_slack: Casacuberta et al. 2022, Section 4).
         m, s = window_moments(X, centre, h)
         d = h.shape[0]
+        t = moment_sum_slack(moment_grid(n))
         mean_mech = GaussianMechanism.from_zcdp(
-            2.0 * np.sqrt(d) / n, rho_mean, name="scaler clipped mean"
+            (2.0 + t) * np.sqrt(d) / n, rho_mean, name="scaler clipped mean"
         )
         m_noisy = h * mean_mech.release(m, rng)
         records = [mean_mech.record()]
@@ -484,9 +488,9 @@ default=None
         if not self.with_std:
             return mean, None, records, None
         # Summands z^2 / h^2 in [0, 1]: replace-one moves s_j / h_j^2 by <= 1 / n,
-        # l2-sensitivity sqrt(d) / n.
+        # l2-sensitivity (1 + t) sqrt(d) / n with the summation slack.
         second_mech = GaussianMechanism.from_zcdp(
-            np.sqrt(d) / n, rho_second, name="scaler clipped second moment"
+            (1.0 + t) * np.sqrt(d) / n, rho_second, name="scaler clipped second moment"
         )
         s_noisy = h * h * second_mech.release(s, rng)
         records.append(second_mech.record())

@@ -66,6 +66,7 @@ def test_private_or_stateless_steps_do_not_warn():
         ColumnTransformer(
             [("dp", DPStandardScaler(random_state=0), [0, 1])],
             remainder="passthrough",
+            sparse_threshold=0,
         ),
     ]:
         pipe = make_pipeline(first, HeavyTailedDPRidge(random_state=0))
@@ -79,7 +80,8 @@ def test_a_scaler_nested_in_a_column_transformer_warns():
         [
             ("dp", DPStandardScaler(random_state=0), [0, 1]),
             ("sk", StandardScaler(), [2, 3]),
-        ]
+        ],
+        sparse_threshold=0,
     )
     pipe = make_pipeline(ct, HeavyTailedDPRidge(random_state=0))
     (message,) = _leaks(lambda: pipe.fit(X, y))

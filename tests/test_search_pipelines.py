@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from sklearn.base import clone
 from sklearn.compose import ColumnTransformer
+from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import (
     FunctionTransformer,
@@ -144,13 +146,32 @@ def test_branch_budgets_compose_sequentially(monkeypatch):
         ),
         (OrdinalEncoder(categories=[_LEVELS]), "use_encoded_value"),
         (StandardScaler(), "without a privacy budget"),
+        # A dropped level makes transform warn on an unknown category.
+        (
+            OneHotEncoder(categories=[_LEVELS], handle_unknown="ignore", drop="first"),
+            "drop=None",
+        ),
+        (
+            OneHotEncoder(
+                categories=[_LEVELS], handle_unknown="ignore", drop="if_binary"
+            ),
+            "drop=None",
+        ),
+        # fit warns or not depending on a sample of the records.
+        (
+            FunctionTransformer(np.arcsinh, inverse_func=np.sinh),
+            "check_inverse=False",
+        ),
+        # requires_fit=False, yet it stores every training row.
+        (GaussianProcessRegressor(), "without a privacy budget"),
     ],
 )
 def test_refuses_branches_that_learn_or_raise(encoder, match):
     X, y = _frame(300, seed=3)
     pipe = make_pipeline(
         ColumnTransformer(
-            [("num", DPStandardScaler(), ["age"]), ("cat", encoder, ["region"])]
+            [("num", DPStandardScaler(), ["age"]), ("cat", encoder, ["region"])],
+            sparse_threshold=0,
         ),
         HeavyTailedDPRidge(),
     )
@@ -161,8 +182,12 @@ def test_refuses_branches_that_learn_or_raise(encoder, match):
 @pytest.mark.parametrize(
     "branch",
     [
-        OneHotEncoder(categories=[_LEVELS], handle_unknown="ignore", drop="if_binary"),
-        OneHotEncoder(categories=[_LEVELS], handle_unknown="ignore", drop="first"),
+        OneHotEncoder(categories=[_LEVELS], handle_unknown="ignore"),
+        OneHotEncoder(
+            categories=[_LEVELS],
+            handle_unknown="infrequent_if_exist",
+            sparse_output=False,
+        ),
         OrdinalEncoder(
             categories=[_LEVELS], handle_unknown="use_encoded_value", unknown_value=-1
         ),
@@ -176,8 +201,16 @@ def test_public_branches_are_accepted(branch):
                 ("num", DPStandardScaler(), ["age"]),
                 ("log", FunctionTransformer(np.arcsinh), ["income"]),
                 ("cat", branch, ["region"]),
+                (
+                    "inv",
+                    FunctionTransformer(
+                        np.arcsinh, inverse_func=np.sinh, check_inverse=False
+                    ),
+                    ["age"],
+                ),
             ],
             remainder="passthrough",
+            sparse_threshold=0,
         ),
         HeavyTailedDPRidge(),
     )
@@ -197,7 +230,8 @@ def test_total_privacy_spent_warns_on_an_encoder_that_can_raise():
             [
                 ("num", DPStandardScaler(), ["age"]),
                 ("cat", OneHotEncoder(categories=[_LEVELS]), ["region"]),
-            ]
+            ],
+            sparse_threshold=0,
         ),
         HeavyTailedDPRidge(random_state=0),
     ).fit(X, y)
@@ -421,3 +455,51 @@ def test_dp_sgd_in_a_grid(monkeypatch):
     ask = search.best_estimator_.epsilon
     assert 0.5 < ask < 0.65  # the Gaussian ask of the same share: 0.64
     assert search.score(X, y) > 0.5
+
+
+@pytest.mark.parametrize(
+    "threshold, sparse_output, public",
+    [
+        (0.3, True, False),  # the density decides: one record can tip it
+        (0.0, True, True),  # always dense
+        (1.0, True, True),  # a sparse one-hot branch: always sparse
+        (0.3, False, False),  # passthrough of the remainder may be sparse input
+    ],
+)
+def test_column_transformer_output_type_must_be_public(
+    threshold, sparse_output, public
+):
+    X, y = _frame(600, seed=6)
+    ct = ColumnTransformer(
+        [
+            ("num", DPStandardScaler(), ["age"]),
+            (
+                "cat",
+                OneHotEncoder(
+                    categories=[_LEVELS],
+                    handle_unknown="ignore",
+                    sparse_output=sparse_output,
+                ),
+                ["region"],
+            ),
+        ],
+        remainder="passthrough",
+        sparse_threshold=threshold,
+    )
+    search = PrivateSearchCV(
+        make_pipeline(ct, HeavyTailedDPRidge()),
+        {"heavytaileddpridge__alpha": [1.0]},
+        epsilon=2.0,
+        random_state=0,
+    )
+    if public:
+        search.fit(X, y)
+        assert search.best_estimator_[0].sparse_output_ == (threshold >= 1)
+        return
+    with pytest.raises(ValueError, match="sparse_threshold=0"):
+        search.fit(X, y)
+    pipe = make_pipeline(clone(ct), HeavyTailedDPRidge(random_state=0))
+    with pytest.warns(PrivacyLeakWarning, match="sparse_threshold"):
+        pipe.fit(X, y)
+    with pytest.warns(PrivacyLeakWarning, match="sparse_threshold"):
+        total_privacy_spent(pipe)

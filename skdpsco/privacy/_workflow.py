@@ -76,31 +76,121 @@ def _learns_without_budget(step):
     return _learning_reason(step) is not None
 
 
+#: The transformers scikit-learn ships whose ``fit`` learns nothing from the
+#: records (it only checks the input): matched by exact type, since a subclass may
+#: learn. scikit-learn's ``requires_fit`` tag is not enough: a
+#: ``GaussianProcessRegressor`` has it false yet stores every training row.
+_STATELESS = ("Normalizer", "Binarizer", "FeatureHasher", "HashingVectorizer")
+
+
+def _stateless_problem(step):
+    """None if ``step`` is not one of the stateless transformers; ``""`` if it
+    is and releases nothing; else why it is refused.
+
+    ``FunctionTransformer`` applies a public function; with an ``inverse_func``
+    and ``check_inverse=True`` its ``fit`` warns or not depending on a sample of
+    the records (a warning on one neighbouring dataset only is a release).
+    """
+    import sklearn.feature_extraction as fx
+    import sklearn.feature_extraction.text as text
+    import sklearn.preprocessing as pre
+
+    name = type(step).__name__
+    if type(step) is pre.FunctionTransformer:
+        if step.inverse_func is not None and step.check_inverse:
+            return (
+                "FunctionTransformer(inverse_func=..., check_inverse=True) warns "
+                "or not depending on the records when the inverse is inexact: "
+                "pass check_inverse=False"
+            )
+        return ""
+    classes = {"FeatureHasher": fx.FeatureHasher, "HashingVectorizer": None}
+    classes["HashingVectorizer"] = text.HashingVectorizer
+    classes.update(Normalizer=pre.Normalizer, Binarizer=pre.Binarizer)
+    if name in _STATELESS and type(step) is classes[name]:
+        return ""
+    return None
+
+
 def _learning_reason(step):
     """Why ``step`` (without a budget) would leak the records; None if it does not.
 
     The one test of "public step" that both :func:`total_privacy_spent` and
     :class:`~skdpsco.model_selection.PrivateSearchCV` apply: a DP estimator, an
     object without ``fit``, an encoder with public categories
-    (:func:`_encoder_problem`) and a step whose scikit-learn tags say it needs no
-    fit (``FunctionTransformer``, ``Normalizer``) learn nothing.
+    (:func:`_encoder_problem`) and scikit-learn's stateless transformers
+    (:func:`_stateless_problem`) learn nothing; every other step is taken to
+    learn (an allow-list: a step the library cannot vouch for is refused).
     """
     if _has_budget(step) or not hasattr(step, "fit"):
         return None
-    problem = _encoder_problem(step)
-    if problem is not None:
-        return problem or None
-    try:
-        from sklearn.utils import get_tags
+    for check in (_encoder_problem, _stateless_problem):
+        problem = check(step)
+        if problem is not None:
+            return problem or None
+    return (
+        "learns from the data without a privacy budget: its fitted state (e.g. "
+        "exact means and variances, or the training rows themselves) would be "
+        "released with the model; only DP steps, encoders with public categories "
+        "and stateless transformers (FunctionTransformer, "
+        + ", ".join(_STATELESS)
+        + ") are public"
+    )
 
-        requires_fit = bool(get_tags(step).requires_fit)
-    except (TypeError, AttributeError, ValueError):
-        requires_fit = True  # unknown: assume it learns
-    if not requires_fit:
+
+def _may_emit_sparse(step):
+    """Whether a ``ColumnTransformer`` branch can output a sparse matrix (a
+    public fact of its configuration; unknown steps are assumed to)."""
+    if step == "drop" or _has_budget(step):
+        return False
+    params = step.get_params(deep=False) if hasattr(step, "get_params") else {}
+    if "categories" in params:
+        return bool(params.get("sparse_output", False))
+    return True
+
+
+def _always_sparse(branches):
+    """A ``OneHotEncoder`` branch with sparse output, no dropped level and a
+    feature of at least two public categories leaves a zero in every row: the
+    stacked output's density is below 1 whatever the records."""
+    for step in branches:
+        params = step.get_params(deep=False) if hasattr(step, "get_params") else {}
+        categories = params.get("categories")
+        if (
+            params.get("sparse_output") is True
+            and params.get("drop") is None
+            and not isinstance(categories, str)
+            and any(len(levels) >= 2 for levels in categories or ())
+        ):
+            return True
+    return False
+
+
+def _container_problem(obj):
+    """Why a ``ColumnTransformer``'s own choice would depend on the records;
+    None if it does not.
+
+    With a ``sparse_threshold`` strictly between 0 and 1, the stacked output is
+    sparse or dense depending on its density, which one record can tip: the
+    estimator after it then takes another code path (or refuses sparse input) on
+    one neighbouring dataset only, and ``sparse_output_`` is released with the
+    model. Public choices: ``sparse_threshold=0`` (always dense), no branch able
+    to emit sparse output, or ``sparse_threshold >= 1`` with a sparse one-hot
+    branch (always sparse, :func:`_always_sparse`).
+    """
+    threshold = getattr(obj, "sparse_threshold", None)
+    if threshold is None or not hasattr(obj, "transformers") or threshold == 0:
+        return None
+    branches = [step for _, step, _ in obj.transformers] + [obj.remainder]
+    if not any(_may_emit_sparse(step) for step in branches):
+        return None
+    if threshold >= 1 and _always_sparse(branches):
         return None
     return (
-        "learns from the data without a privacy budget: its fitted statistics "
-        "(e.g. exact means and variances) would be released with the model"
+        f"ColumnTransformer(sparse_threshold={threshold!r}) chooses sparse or dense "
+        "output from the density of the transformed records, which one record can "
+        "change: pass sparse_threshold=0 (always dense), or 1.0 with a "
+        "OneHotEncoder(sparse_output=True) branch (always sparse)"
     )
 
 
@@ -119,7 +209,8 @@ def _encoder_problem(step):
     record can make ``fit`` raise: with ``handle_unknown="error"``, a record
     outside the categories raises on one neighbouring dataset and not on the
     other, and the exception itself is a release that no accountant covers.
-    ``drop`` acts on the given categories only.
+    A dropped level (``drop``) makes ``transform`` warn on a record outside
+    the categories: refused too.
     """
     try:
         params = step.get_params(deep=False)
@@ -151,6 +242,13 @@ def _encoder_problem(step):
             f"{name}(handle_unknown={params['handle_unknown']!r}) raises on a "
             "record outside the given categories, on one neighbouring dataset and "
             f"not the other (the exception is a release): use {fix}"
+        )
+    if params.get("drop") is not None:
+        return (
+            f"{name}(drop={params['drop']!r}) with handle_unknown="
+            f"{params['handle_unknown']!r} warns on a record outside the given "
+            "categories, on one neighbouring dataset and not the other: leave "
+            "drop=None"
         )
     return ""
 
@@ -188,13 +286,17 @@ def _dp_steps(estimator, prefix="", *, refuse_learners):
         return [(prefix, estimator)]
     subs = _sub_estimators(estimator, fitted=False)
     if subs is not None:
-        return [
+        found = [
             found
             for name, step in subs
             for found in _dp_steps(
                 step, f"{prefix}{name}__", refuse_learners=refuse_learners
             )
         ]
+        problem = _container_problem(estimator) if refuse_learners else None
+        if problem is not None:
+            raise ValueError(f"step {prefix.rstrip('_') or 'estimator'}: {problem}.")
+        return found
     where = prefix.rstrip("_") or "estimator"
     if _has_nested_budget(estimator):
         raise TypeError(
@@ -387,6 +489,7 @@ def _collect_spent(obj, out):
         return
     subs = _sub_estimators(obj, fitted=True)
     if subs is not None:  # every step saw the same records
+        _warn_container(_container_problem(obj), "total_privacy_spent")
         learned = []
         for _, step in subs:
             if _is_skipped_step(step):
@@ -583,6 +686,31 @@ def _learning_steps(steps):
     return names
 
 
+def _container_problems(steps):
+    """The :func:`_container_problem` reasons of the ``ColumnTransformer`` steps
+    (nested ones included)."""
+    problems = []
+    for _, step in steps:
+        if _is_skipped_step(step):
+            continue
+        subs = _sub_estimators(step, fitted=False)
+        if subs is not None:
+            problem = _container_problem(step)
+            problems += [problem] if problem else []
+            problems += _container_problems(subs)
+    return problems
+
+
+def _warn_container(problem, who, stacklevel=4):
+    if problem:
+        warnings.warn(
+            f"{who}: {problem}. The output type is then a release no accountant "
+            "covers.",
+            PrivacyLeakWarning,
+            stacklevel=stacklevel,
+        )
+
+
 def _search_size(frame):
     """``(n_candidates, n_splits)`` a search frame shows, ``None`` where unknown.
 
@@ -700,6 +828,10 @@ def warn_workflow_leaks(estimator):
     pipelines, searches = found
     who = type(estimator).__name__
     learned = sorted({name for steps in pipelines for name in _learning_steps(steps)})
+    for problem in sorted(
+        {p for steps in pipelines for p in _container_problems(steps)}
+    ):
+        _warn_container(problem, who, stacklevel=5)
     if learned:
         warnings.warn(
             f"{who} is fitted in a Pipeline after step(s) {learned}, fitted on the "

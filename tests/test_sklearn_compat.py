@@ -71,6 +71,10 @@ _SAMPLE_WEIGHT_FAILURES = {
         "weighted fit and a fit on repeated records also differ in n, hence in "
         "noise and budget split."
     ),
+    "check_sample_weight_equivalence_on_sparse_data": (
+        f"{_ABOVE_CAP} (as on dense data: the check repeats records by integer "
+        "weights up to 4)."
+    ),
     "check_all_zero_sample_weights_error": (
         "the weights are part of the private records: refusing all-zero weights "
         "would raise on a dataset and not on its neighbour with one non-zero "

@@ -174,3 +174,21 @@ def test_non_iterative_algorithms_print_the_release_line_only(Est, algorithm, ca
 def test_verbose_zero_prints_nothing(Est, capsys):
     _fit_lines(capsys, Est)
     assert capsys.readouterr().out == ""
+
+
+def test_printed_epsilon_never_goes_down_over_several_targets(capsys):
+    # The targets are fitted one after the other: each target's lines start from
+    # what the previous ones spent, and the last line is the release's spend.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 3))
+    Y = X @ rng.normal(size=(3, 3)) + rng.normal(size=(500, 3))
+    est = HeavyTailedDPRidge(epsilon=1.0, max_iter=10, verbose=1, random_state=0)
+    est.fit(X, Y)
+    spent = [
+        float(m.group("spent"))
+        for m in map(PROGRESS_LINE.match, capsys.readouterr().out.splitlines())
+        if m
+    ]
+    assert len(spent) == 30
+    assert all(b >= a for a, b in zip(spent, spent[1:], strict=False))
+    assert spent[-1] == pytest.approx(est.privacy_spent_.epsilon, rel=1e-3)

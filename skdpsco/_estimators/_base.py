@@ -310,6 +310,7 @@ class DPLinearModel(BaseEstimator):
                 budget=budget,
             )
             results.append(algorithm.run(run))
+            problem.progress.completed(results[-1].records)
         records = [
             dataclasses.replace(record, name=f"output {j}: {record.name}")
             if k > 1

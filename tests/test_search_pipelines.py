@@ -503,3 +503,21 @@ def test_column_transformer_output_type_must_be_public(
         pipe.fit(X, y)
     with pytest.warns(PrivacyLeakWarning, match="sparse_threshold"):
         total_privacy_spent(pipe)
+
+
+def test_auto_score_clip_with_several_targets():
+    # The clip follows the largest target's private scale (the loss averages the
+    # targets' clipped losses); it used to fail on a 2-D y.
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(1500, 3))
+    Y = X @ rng.normal(size=(3, 2)) * np.array([1.0, 100.0]) + 150.0
+    search = PrivateSearchCV(
+        HeavyTailedDPRidge(),
+        {"alpha": [0.1, 1.0]},
+        epsilon=4.0,
+        random_state=0,
+    ).fit(X, Y)
+    spread = np.std(Y, axis=0).max()
+    assert spread < search.score_clip_**0.5 < 20 * spread
+    assert search.predict(X[:4]).shape == (4, 2)
+    assert search.privacy_spent_.epsilon <= 4.0

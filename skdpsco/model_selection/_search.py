@@ -1069,13 +1069,16 @@ default=None
         """
         if plan.score_range is not None:
             return plan
-        target = np.asarray(y, dtype=float)[:, None]
+        # One column per target (a multi-output regressor's loss averages its
+        # targets' clipped losses: the largest target scale bounds them all).
+        y = np.asarray(y, dtype=float)
+        target = y.reshape(y.shape[0], -1)
         if not np.all(np.isfinite(target)):
             raise ValueError("y contains NaN or infinity.")
         scaling = private_column_scaling(
             target, rng, rho=plan.rho_clip, center=True, name="target (score clip)"
         )
-        clip = _AUTO_CLIP[plan.scoring](float(scaling.scale[0]))
+        clip = _AUTO_CLIP[plan.scoring](float(np.max(scaling.scale)))
         # A clip outside the public-bound range would make the score's
         # sensitivity leave the normal floats; the scale's grid keeps it inside.
         clip = float(np.clip(clip, *PUBLIC_BOUND_RANGE))

@@ -12,8 +12,15 @@ per aggregate; the rows stay on the workers. dask is imported lazily
 
 import numpy as np
 
-from ._design import _finite_predictions, dense_row_l2_norms
-from ._exact_sum import BLOCK_ROWS, SumGrid, block_aligned, exact_weighted_sum
+from ._design import (
+    LinearDesign,
+    _block_predictions,
+    block_row_norms,
+    exact_assembled,
+    exact_grids,
+    fused_exact_sum,
+)
+from ._exact_sum import BLOCK_ROWS, block_aligned, exact_weighted_sum
 from .utils._optional import import_dask
 
 __all__ = [
@@ -76,72 +83,14 @@ def dask_exact_weighted_sum(X, C, head_grid, total_grid, client=None):
     )
 
 
-def _block_slices(rows, block_rows):
-    return [slice(s, min(s + block_rows, rows)) for s in range(0, rows, block_rows)]
-
-
-def _block_predictions(X, head, offset, block_rows):
-    """``X @ head + offset`` clipped as in :meth:`LinearDesign.predict`, one BLAS
-    product per block: a row's bits depend on its block only, not on the chunk
-    around it (a product over many rows may round a row by its position)."""
-    Z = np.empty((X.shape[0],) + head.shape[1:])
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        for rows in _block_slices(X.shape[0], block_rows):
-            Z[rows] = X[rows] @ head + offset
-    return _finite_predictions(Z)
-
-
-def _block_row_norms(X, fit_intercept, intercept_column, block_rows):
-    """``||x~_i||`` as :meth:`LinearDesign.row_norms` computes them, block by block."""
-    norms = np.empty(X.shape[0])
-    for rows in _block_slices(X.shape[0], block_rows):
-        norms[rows] = dense_row_l2_norms(X[rows])
-    return np.hypot(norms, intercept_column) if fit_intercept else norms
-
-
-def fused_exact_sum(X, y, W, coefficients, grids, intercept, start=0):
-    """Exact integer totals of ``X^T C`` and ``sum C`` with ``C`` the coefficients
-    at ``W`` of the rows of one chunk: predictions, row norms, coefficients and
-    block sums in one pass, block by block.
-
-    The kernel of :meth:`DaskLinearDesign.fused_weighted_sum`, run on every chunk;
-    on a whole numpy array it is the in-memory path that gives the same bits.
-
-    Parameters
-    ----------
-    X : ndarray of shape (rows, d)
-        Rows of a chunk that starts at the multiple ``start`` of the block size.
-    y : ndarray of shape (rows,)
-    W : ndarray of shape (dim,) or (dim, K)
-    coefficients : callable
-        ``coefficients(Z, y, row_norms) -> C``, a row-wise map with
-        ``||C_i x~_i|| <= L`` (``L`` the bound of ``grids[0]``); picklable, it runs
-        on the workers.
-    grids : tuple of SumGrid
-        Grids of the head ``X^T C`` and of ``sum C``.
-    intercept : tuple of (bool, float)
-        ``(fit_intercept, intercept_column)``.
-    start : int, default=0
-
-    Returns
-    -------
-    head : ndarray of int64 of shape (d,) or (d, K)
-    total : ndarray of int64 of shape () or (K,)
-    """
-    fit_intercept, column = intercept
-    block_rows = grids[0].block_rows
-    X = np.ascontiguousarray(X, dtype=float)
-    d = X.shape[1]
-    offset = column * W[d] if fit_intercept else 0.0
-    Z = _block_predictions(X, W[:d], offset, block_rows)
-    norms = _block_row_norms(X, fit_intercept, column, block_rows)
-    C = np.asarray(coefficients(Z, np.asarray(y), norms), dtype=float)
-    return exact_weighted_sum(X, C, grids[0], grids[1], start=start)
-
-
-def _fused_chunk(X, y, W, coefficients, grids, intercept, block_info=None):
+def _fused_chunk(
+    X, y, norms, weight, W, coefficients, grids, intercept, block_info=None
+):
     start = block_info[0]["array-location"][0][0]
-    head, total = fused_exact_sum(X, y[:, 0], W, coefficients, grids, intercept, start)
+    weight = None if weight is None else weight[:, 0]
+    head, total = fused_exact_sum(
+        X, y[:, 0], W, coefficients, grids, intercept, start, weight, norms[:, 0]
+    )
     return np.concatenate([head.ravel(), total.ravel()])[None, :]
 
 
@@ -152,16 +101,19 @@ class DaskLinearDesign:
 
     Implements what clipped gradient descent asks of a
     :class:`~skdpsco._design.LinearDesign` (``n_samples``, ``n_features``,
-    ``dim``, ``fit_intercept``, ``predict``, a fused weighted sum), with two
-    differences: the weighted sum takes the public bound ``L`` on every row's
-    contribution (it fixes the integer grid) and a picklable coefficient map that
-    gets each chunk's targets and row norms (nothing of length ``n`` lives on the
-    client).
+    ``dim``, ``fit_intercept``, ``predict``, ``parameter_shape``,
+    ``penalty_mask`` and :meth:`exact_fused_sum`, which takes the public bound
+    ``L`` on every row's contribution (it fixes the integer grid) and a
+    picklable coefficient map that gets each chunk's targets and row norms:
+    nothing of length ``n`` lives on the client). The row norms are computed
+    once and kept on the workers.
 
     Parameters
     ----------
     X : dask.array.Array of shape (n_samples, n_features)
-    y : dask.array.Array of shape (n_samples,)
+        The rows as the fit sees them (standardised).
+    y : dask.array.Array of shape (n_samples,) or None
+        The default targets of :meth:`fused_weighted_sum`.
     fit_intercept : bool
     intercept_column : float, default=1.0
     block_rows : int, default=BLOCK_ROWS
@@ -169,6 +121,7 @@ class DaskLinearDesign:
     """
 
     predictions_exact = True
+    exact_sums = True
 
     def __init__(
         self,
@@ -181,17 +134,30 @@ class DaskLinearDesign:
     ):
         self.block_rows = int(block_rows)
         self.X = block_aligned(X.astype(float), self.block_rows)
-        self.y = y.rechunk({0: self.X.chunks[0]})
+        self.y = None if y is None else self.aligned(y)
         self.fit_intercept = bool(fit_intercept)
         self.intercept_column = float(intercept_column)
         self.client = client
         self.n_samples, self.n_features = self.X.shape
         self.dim = self.n_features + int(self.fit_intercept)
+        self._norms = None
+
+    parameter_shape = LinearDesign.parameter_shape
+    penalty_mask = LinearDesign.penalty_mask
+
+    def aligned(self, v):
+        """A per-row dask array ``v`` in the row chunks of ``X``."""
+        return v.rechunk({0: self.X.chunks[0]})
 
     def _compute(self, collection):
         if self.client is None:
             return collection.compute()
         return self.client.compute(collection).result()
+
+    def _persist(self, collection):
+        if self.client is None:
+            return collection.persist()
+        return self.client.persist(collection)
 
     def predict(self, W):
         """Lazy ``X~ W`` (a dask array), clipped as in :meth:`LinearDesign.predict`."""
@@ -210,30 +176,58 @@ class DaskLinearDesign:
         )
 
     def grids(self, bound):
-        """The public grids of the head (``||C_i x~_i|| <= L``) and of ``sum C``
-        (``|C_i| a <= L`` with an intercept column ``a``)."""
-        tail = bound / self.intercept_column if self.fit_intercept else bound
-        return (
-            SumGrid(bound, self.n_samples, self.block_rows),
-            SumGrid(tail, self.n_samples, self.block_rows),
-        )
+        """The public grids of the head and of ``sum C`` (:func:`exact_grids`)."""
+        intercept = (self.fit_intercept, self.intercept_column)
+        return exact_grids(bound, self.n_samples, intercept, self.block_rows)
+
+    def row_norms(self):
+        """Lazy ``||x~_i||`` (:func:`block_row_norms`), kept on the workers."""
+        if self._norms is None:
+            norms = self.X.map_blocks(
+                block_row_norms,
+                self.fit_intercept,
+                self.intercept_column,
+                self.block_rows,
+                dtype=float,
+                drop_axis=1,
+            )
+            self._norms = self._persist(norms)
+        return self._norms
+
+    def _row_statistic(self, coefficients):
+        """As :meth:`LinearDesign._row_statistic`, kept on the workers."""
+        prepare = getattr(coefficients, "row_statistic", None)
+        if prepare is None:
+            return self.row_norms()
+        cached = getattr(self, "_statistic", None)
+        if cached is None or cached[0] != coefficients.statistic_key:
+            statistic = self.row_norms().map_blocks(prepare, dtype=float)
+            self._statistic = (coefficients.statistic_key, self._persist(statistic))
+        return self._statistic[1]
 
     def fused_weighted_sum(self, W, coefficients, bound):
+        """:meth:`exact_fused_sum` with the design's targets."""
+        return self.exact_fused_sum(W, coefficients, bound, self.y)
+
+    def exact_fused_sum(self, W, coefficients, bound, y, sample_weight=None):
         """``X~^T C`` with ``C = coefficients(X~ W, y, ||x~||)``, exactly summed.
 
         Parameters
         ----------
         W : ndarray of shape (dim,) or (dim, K)
         coefficients : callable
-            See :func:`fused_exact_sum`.
+            See :func:`~skdpsco._design.fused_exact_sum`.
         bound : float
             Public ``L >= ||C_i x~_i||`` for every row.
+        y : dask.array.Array of shape (n_samples,)
+        sample_weight : dask.array.Array of shape (n_samples,), optional
+            Weights in ``[0, 1]``, applied after the map.
 
         Returns
         -------
         ndarray of the shape of ``W``
             The same bits for every chunking of ``X`` and ``y``, and as
-            :func:`fused_exact_sum` on the rows in memory.
+            :meth:`LinearDesign.exact_fused_sum` on the rows in memory.
         """
         da = import_dask("array")
         W = np.asarray(W, dtype=float)
@@ -241,10 +235,13 @@ class DaskLinearDesign:
         outputs = W.shape[1:]
         head_size = self.n_features * int(np.prod(outputs, dtype=int))
         width = head_size + int(np.prod(outputs, dtype=int))
+        weight = None if sample_weight is None else self.aligned(sample_weight)[:, None]
         parts = da.map_blocks(
             _fused_chunk,
             self.X,
-            self.y[:, None],
+            self.aligned(y)[:, None],
+            self._row_statistic(coefficients)[:, None],
+            weight,
             W,
             coefficients,
             grids,
@@ -254,8 +251,8 @@ class DaskLinearDesign:
         )
         # Integer additions: exact, whatever the order of the chunks.
         flat = np.asarray(self._compute(parts), dtype=np.int64).sum(axis=0)
-        head = grids[0].to_float(flat[:head_size].reshape((self.n_features,) + outputs))
-        if not self.fit_intercept:
-            return head
-        tail = self.intercept_column * grids[1].to_float(flat[head_size:])
-        return np.concatenate([head, tail.reshape((1,) + outputs)])
+        head = flat[:head_size].reshape((self.n_features,) + outputs)
+        intercept = (self.fit_intercept, self.intercept_column)
+        return exact_assembled(
+            grids, head, flat[head_size:].reshape(outputs), intercept
+        )

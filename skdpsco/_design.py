@@ -18,10 +18,26 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from ._exact_sum import (
+    BLOCK_ROWS,
+    FOLD_LIMIT,
+    SumGrid,
+    block_integers,
+    block_sums,
+    check_chunk,
+    n_blocks,
+)
 from .utils._sparse import fresh_view
 
 __all__ = [
     "LinearDesign",
+    "block_row_norms",
+    "exact_assembled",
+    "exact_grids",
+    "fused_block_sums",
+    "fused_exact_sum",
+    "standardised_norms",
+    "standardised_rows",
     "StandardisedDesign",
     "standardised_design",
     "row_clip_scales",
@@ -208,6 +224,10 @@ def dense_row_l2_norms(Z, work=None):
 #: float64, so the chunk read for the predictions is still in cache for the sum.
 FUSED_CHUNK_ENTRIES = 2**18
 
+#: Entries per chunk of whole blocks in the exact sums: one block of 4096 rows
+#: (up to 64 columns) stays in cache between its predictions and its sum.
+_EXACT_CHUNK_ENTRIES = 2**18
+
 #: Rows per chunk for the aggregates that need a temporary as large as the chunk.
 DEFAULT_CHUNK_ROWS = 65536
 
@@ -241,6 +261,164 @@ def _finite_predictions(Z):
     fixed map of each value, the same work whatever the values."""
     Z = np.where(Z == Z, Z, 0.0)
     return np.clip(Z, -_Z_MAX, _Z_MAX, out=Z)
+
+
+# Exact sums (:mod:`skdpsco._exact_sum`): the kernel shared by the in-memory
+# design and the dask one, run block by block so that every row's bits depend on
+# its block of BLOCK_ROWS rows (by global index) only, whatever chunk holds it.
+
+
+def _block_slices(rows, block_rows):
+    return [slice(s, min(s + block_rows, rows)) for s in range(0, rows, block_rows)]
+
+
+def _block_predictions(X, head, offset, block_rows):
+    """``X @ head + offset`` clipped as in :meth:`LinearDesign.predict`, one BLAS
+    product per block: a row's bits depend on its block only, not on the chunk
+    around it (a product over many rows may round a row by its position)."""
+    Z = np.empty((X.shape[0],) + head.shape[1:])
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for rows in _block_slices(X.shape[0], block_rows):
+            np.matmul(X[rows], head, out=Z[rows])
+        Z += offset
+    return _finite_predictions(Z)
+
+
+def block_row_norms(X, fit_intercept, intercept_column, block_rows=BLOCK_ROWS):
+    """``||x~_i||`` as :meth:`LinearDesign.row_norms` computes them, block by
+    block (C-contiguous rows of a chunk that starts on a block boundary)."""
+    norms = np.empty(X.shape[0])
+    for rows in _block_slices(X.shape[0], block_rows):
+        norms[rows] = dense_row_l2_norms(X[rows])
+    return np.hypot(norms, intercept_column) if fit_intercept else norms
+
+
+def exact_grids(bound, n_samples, intercept, block_rows=BLOCK_ROWS):
+    """The public grids of the exact head ``X^T C`` (``||C_i x~_i|| <= L``) and of
+    ``sum C`` (``|C_i| a <= L`` with an intercept column ``a``).
+
+    Parameters
+    ----------
+    bound : float
+        ``L``.
+    n_samples : int
+    intercept : tuple of (bool, float)
+        ``(fit_intercept, intercept_column)``.
+    block_rows : int, default=BLOCK_ROWS
+    """
+    fit_intercept, column = intercept
+    tail = bound / column if fit_intercept else bound
+    return (
+        SumGrid(bound, n_samples, block_rows),
+        SumGrid(tail, n_samples, block_rows),
+    )
+
+
+def exact_assembled(grids, head, total, intercept):
+    """``X~^T C`` as float64 from the integer totals of ``X^T C`` and ``sum C``
+    (a fixed function of the integers: post-processing of the exact sum)."""
+    fit_intercept, column = intercept
+    head = grids[0].to_float(head)
+    if not fit_intercept:
+        return head
+    tail = column * grids[1].to_float(total)
+    return np.concatenate([head, np.reshape(tail, (1,) + head.shape[1:])])
+
+
+def fused_exact_sum(
+    X, y, W, coefficients, grids, intercept, start=0, weight=None, norms=None, fold=None
+):
+    """Exact integer totals of ``X^T C`` and ``sum C`` with ``C`` the coefficients
+    at ``W`` of the rows of one chunk: predictions, row norms, coefficients and
+    block sums in one pass, block by block.
+
+    The kernel of the in-memory exact sums (:meth:`LinearDesign.exact_fused_sum`)
+    and of the dask design's, run on every chunk: the same rows give the same
+    integers in any chunking aligned to the blocks.
+
+    Parameters
+    ----------
+    X : ndarray of shape (rows, d)
+        Rows of a chunk that starts at the multiple ``start`` of the block size,
+        as the fit sees them (standardised).
+    y : ndarray of shape (rows,)
+    W : ndarray of shape (dim,) or (dim, K)
+    coefficients : callable
+        ``coefficients(Z, y, row_norms) -> C``, a row-wise map with
+        ``||C_i x~_i|| <= L`` (``L`` the bound of ``grids[0]``); picklable, it runs
+        on the workers. A map with a ``row_statistic(row_norms)`` method gets
+        that statistic of the norms instead (the caller passes it as
+        ``norms``).
+    grids : tuple of SumGrid
+        Grids of the head ``X^T C`` and of ``sum C`` (:func:`exact_grids`).
+    intercept : tuple of (bool, float)
+        ``(fit_intercept, intercept_column)``.
+    start : int, default=0
+    weight : ndarray of shape (rows,), optional
+        Per-record weights in ``[0, 1]``, multiplying each row's coefficient
+        after the map (the bound ``L`` still holds).
+    norms : ndarray of shape (rows,), optional
+        :func:`block_row_norms` of ``X``, if already known; required with
+        ``fold`` (the norms of the standardised rows, :func:`standardised_norms`).
+    fold : tuple of two ndarray of shape (d,), optional
+        ``(center, weight)``: ``X`` holds raw rows, the fit sees ``(x_i - c) w``;
+        predictions and block sums fold the centring in (as
+        :class:`StandardisedDesign` does; :func:`folded_block_sums`).
+
+    Returns
+    -------
+    head : ndarray of int64 of shape (d,) or (d, K)
+    total : ndarray of int64 of shape () or (K,)
+    """
+    check_chunk(np.shape(X)[0], start, grids[0])
+    head, total = fused_block_sums(
+        X, y, W, coefficients, intercept, grids[0].block_rows, weight, norms, fold
+    )
+    return block_integers(head, total, grids[0], grids[1], fold)
+
+
+def fused_block_sums(
+    X, y, W, coefficients, intercept, block_rows, weight=None, norms=None, fold=None
+):
+    """The float block sums (:func:`~skdpsco._exact_sum.block_sums`) of the
+    coefficients of :func:`fused_exact_sum`, before their rounding to the grid
+    (raw rows' sums where ``fold`` is given)."""
+    fit_intercept, column = intercept
+    X = np.ascontiguousarray(X, dtype=float)
+    head, offset = _folded_head(W, X.shape[1], intercept, fold)
+    Z = _block_predictions(X, head, offset, block_rows)
+    if norms is None:
+        norms = block_row_norms(X, fit_intercept, column, block_rows)
+    C = np.asarray(coefficients(Z, np.asarray(y), norms), dtype=float)
+    if weight is not None:
+        C = C * (weight if C.ndim == 1 else weight[:, None])
+    return block_sums(X, C, block_rows)
+
+
+def _folded_head(W, d, intercept, fold=None):
+    """``(V, b)`` with ``X~ W = X V + b`` for rows ``X~`` read as ``X`` (or as
+    ``(X - c) w`` folded: ``V = w W``, ``b = a W_d - c . V``, as in
+    :meth:`StandardisedDesign._head`)."""
+    fit_intercept, column = intercept
+    head = W[:d]
+    offset = column * W[d] if fit_intercept else 0.0
+    if fold is None:
+        return head, offset
+    center, weight = fold
+    head = (weight if W.ndim == 1 else weight[:, None]) * head
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        return head, offset - center @ head
+
+
+def standardised_norms(X, center, weight, intercept, block_rows=BLOCK_ROWS):
+    """:func:`block_row_norms` of ``standardised_rows(X, center, weight)``, with
+    a norm at or past the largest float set to ``inf``: a standardised value
+    clipped to the float range is not clipped in the folded products, which read
+    the raw row, and the coefficient ``L / inf = 0`` keeps such a row out."""
+    norms = block_row_norms(
+        standardised_rows(X, center, weight), *intercept, block_rows
+    )
+    return np.where(norms >= _FMAX, np.inf, norms)
 
 
 class LinearDesign:
@@ -401,6 +579,113 @@ class LinearDesign:
             total += C.sum(axis=0)
         return self._assemble(head_sum, total)
 
+    #: Whether :meth:`exact_fused_sum` reads these rows (dense ones; sparse rows
+    #: keep the float path of :meth:`fused_weighted_sum`).
+    @property
+    def exact_sums(self):
+        return not sp.issparse(self.X)
+
+    def exact_fused_sum(self, W, coefficients, bound, y, sample_weight=None):
+        """``X~^T C`` with ``C = coefficients(X~ W, y, ||x~||)``, summed exactly.
+
+        The rows are read in chunks of whole blocks (:mod:`skdpsco._exact_sum`);
+        each chunk's predictions, coefficients and block sums are computed while
+        it is in cache (:func:`fused_exact_sum`), and the blocks' integers are
+        added. The result is a fixed function of the integer totals, the same,
+        bit for bit, as the dask design's for any chunking of the same rows.
+
+        Parameters
+        ----------
+        W : ndarray of shape (dim,) or (dim, K)
+        coefficients : callable
+            ``coefficients(Z, y, row_norms) -> C``, a row-wise map with
+            ``||C_i x~_i|| <= bound``.
+        bound : float
+            Public ``L``: it fixes the grid of the integer sums.
+        y : ndarray of shape (n_samples,)
+        sample_weight : ndarray of shape (n_samples,), optional
+            Weights in ``[0, 1]``, applied after the map.
+
+        Returns
+        -------
+        ndarray of the shape of ``W``
+        """
+        W = np.asarray(W, dtype=float)
+        intercept = (self.fit_intercept, self.intercept_column)
+        grids = exact_grids(bound, self.n_samples, intercept)
+        norms = self._row_statistic(coefficients)
+        fold = self._exact_fold()
+        B = BLOCK_ROWS
+        heads = np.empty((n_blocks(self.n_samples, B), self.n_features) + W.shape[1:])
+        totals = np.empty(heads.shape[:1] + W.shape[1:])
+        for rows, block in self._exact_chunks(fold is None):
+            blocks = slice(rows.start // B, -(-rows.stop // B))
+            heads[blocks], totals[blocks] = fused_block_sums(
+                block,
+                y[rows],
+                W,
+                coefficients,
+                intercept,
+                B,
+                weight=None if sample_weight is None else sample_weight[rows],
+                norms=norms[rows],
+                fold=fold,
+            )
+        # Every block rounded on its own, then added as integers (one
+        # conversion per call): the integers of fused_exact_sum in any chunking.
+        head, total = block_integers(heads, totals, *grids, fold)
+        return exact_assembled(grids, head, total, intercept)
+
+    def _exact_fold(self):
+        """``(center, weight)`` where the exact sums fold a standardisation into
+        the raw rows' block sums, else None (the rows are read as they are)."""
+        return None
+
+    def _exact_chunks(self, standardised=True):
+        """``(rows, block)``: C-contiguous rows (as the fit sees them, or raw),
+        in chunks of whole blocks of about :data:`FUSED_CHUNK_ENTRIES` entries."""
+        blocks = max(1, _EXACT_CHUNK_ENTRIES // (BLOCK_ROWS * max(self.n_features, 1)))
+        step = blocks * BLOCK_ROWS
+        buffer = np.empty((min(step, self.n_samples), self.n_features))
+        for start in range(0, self.n_samples, step):
+            rows = slice(start, min(start + step, self.n_samples))
+            chunk = self.X[rows]
+            if not chunk.flags.c_contiguous:
+                chunk = buffer[: chunk.shape[0]]
+                chunk[...] = self.X[rows]
+            yield rows, self._exact_rows(chunk) if standardised else chunk
+
+    def _exact_rows(self, chunk):
+        """A chunk of raw rows as the fit sees them."""
+        return chunk
+
+    def _exact_norms(self):
+        """:func:`block_row_norms` of the rows as the fit sees them (cached)."""
+        if getattr(self, "_block_norms_cache", None) is None:
+            norms = np.empty(self.n_samples)
+            intercept = (self.fit_intercept, self.intercept_column)
+            for rows, block in self._exact_chunks(standardised=False):
+                norms[rows] = self._exact_row_norms(block, intercept)
+            self._block_norms_cache = norms
+        return self._block_norms_cache
+
+    def _exact_row_norms(self, chunk, intercept):
+        return block_row_norms(chunk, *intercept)
+
+    def _row_statistic(self, coefficients):
+        """What ``coefficients`` reads per row: the row norms, or the
+        statistic its ``row_statistic`` makes of them, kept while its
+        ``statistic_key`` is the same (e.g. clipping caps: no division per
+        iteration)."""
+        norms = self._exact_norms()
+        prepare = getattr(coefficients, "row_statistic", None)
+        if prepare is None:
+            return norms
+        cached = getattr(self, "_statistic_cache", None)
+        if cached is None or cached[0] != coefficients.statistic_key:
+            self._statistic_cache = (coefficients.statistic_key, prepare(norms))
+        return self._statistic_cache[1]
+
     def row_norms(self):
         """l2 norms ``||x~_i||`` (cached), computed with per-row scaling.
 
@@ -539,6 +824,36 @@ class LinearDesign:
         return total
 
 
+def standardised_rows(chunk, center, weight, out=None):
+    """``(chunk - center) * weight``, an unused column (weight 0) 0, a value past
+    the float range the largest float: a per-record map of the public (released)
+    centre and scale, the same bits for a row in any chunk.
+
+    Parameters
+    ----------
+    chunk : ndarray of shape (rows, d)
+    center : ndarray of shape (d,) or float
+    weight : ndarray of shape (d,)
+    out : ndarray, optional
+        A buffer of at least ``rows`` rows for the result.
+
+    Returns
+    -------
+    ndarray of shape (rows, d)
+    """
+    weight = np.asarray(weight, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        Z = None if out is None else out[: chunk.shape[0]]
+        Z = np.subtract(chunk, center, out=Z, dtype=float)
+        Z *= weight
+    unused = weight == 0
+    if np.any(unused):
+        Z[:, unused] = 0.0
+    # np.clip with scalar bounds: one fast pass (np.maximum / np.minimum with a
+    # scalar took three times as long).
+    return np.clip(Z, -_FMAX, _FMAX, out=Z)
+
+
 class StandardisedDesign(LinearDesign):
     """The design of ``(X - center) * weight`` without a standardised copy of ``X``.
 
@@ -586,7 +901,6 @@ class StandardisedDesign(LinearDesign):
         self.center = np.asarray(center, dtype=float)
         self.weight = np.asarray(weight, dtype=float)
         self._used = self.weight != 0
-        self._all_used = bool(np.all(self._used))
 
     def subset(self, rows):
         return StandardisedDesign(
@@ -602,20 +916,28 @@ class StandardisedDesign(LinearDesign):
         # A per-record map of public constants (the released centre and scale);
         # an unused column (weight 0) is 0, a value past the float range the
         # largest float.
+        if isinstance(rows, slice) or out is None:
+            return standardised_rows(self.X[rows], self.center, self.weight, out)
+        Z = _rows_of(self.X, rows, out)
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-            if isinstance(rows, slice) or out is None:
-                chunk = self.X[rows]
-                Z = None if out is None else out[: chunk.shape[0]]
-                Z = np.subtract(chunk, self.center, out=Z, dtype=float)
-            else:
-                Z = _rows_of(self.X, rows, out)
-                Z -= self.center
-            Z *= self.weight
-        if not self._all_used:
-            Z[:, ~self._used] = 0.0
-        # np.clip with scalar bounds: one fast pass (np.maximum / np.minimum with
-        # a scalar took three times as long).
-        return np.clip(Z, -_FMAX, _FMAX, out=Z)
+            Z -= self.center
+        return standardised_rows(Z, 0.0, self.weight, Z)
+
+    def _exact_fold(self):
+        # Folding keeps the sums' rounding within exact_mean_sensitivity's bound
+        # while ||c w|| / a <= FOLD_LIMIT (public numbers).
+        used = self.weight != 0
+        with np.errstate(over="ignore", invalid="ignore"):
+            ratio = np.linalg.norm(self.center[used] * self.weight[used])
+        if self.fit_intercept and ratio <= FOLD_LIMIT * self.intercept_column:
+            return self.center, self.weight
+        return None
+
+    def _exact_rows(self, chunk):
+        return standardised_rows(chunk, self.center, self.weight, chunk.copy())
+
+    def _exact_row_norms(self, chunk, intercept):
+        return standardised_norms(chunk, self.center, self.weight, intercept)
 
     def _l1_block(self, rows):
         return self.block(rows)

@@ -52,7 +52,12 @@ __all__ = [
     "SumGrid",
     "block_aligned",
     "block_boundaries",
+    "block_integers",
     "block_sums",
+    "check_chunk",
+    "FOLD_LIMIT",
+    "exact_mean_sensitivity",
+    "folded_block_sums",
     "exact_weighted_sum",
 ]
 
@@ -232,7 +237,24 @@ def block_sums(X, C, block_rows=BLOCK_ROWS):
     return np.concatenate(heads), np.concatenate(totals)
 
 
-def exact_weighted_sum(X, C, head_grid, total_grid, start=0):
+def folded_block_sums(head, total, center, weight):
+    """Block sums of standardised rows ``(x_i - c) w`` from those of raw rows:
+    ``w (X_b^T C_b - c sum C_b)``, an unused column (``w_j = 0``) 0.
+
+    A fixed function of one block's float sums and public ``c``, ``w``; its
+    rounding, with that of the raw block sums, is bounded in
+    :func:`exact_mean_sensitivity` for ``||c w|| <= FOLD_LIMIT a`` (the rule
+    under which a design folds).
+    """
+    shape = (1, -1) + (1,) * (head.ndim - 2)
+    center = np.reshape(center, shape)
+    weight = np.reshape(weight, shape)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        folded = (head - center * total[:, None]) * weight
+    return np.where(weight != 0, folded, 0.0)
+
+
+def exact_weighted_sum(X, C, head_grid, total_grid, start=0, fold=None):
     """Integer totals of ``X^T C`` and ``sum C`` over the blocks of a chunk.
 
     Parameters
@@ -245,6 +267,10 @@ def exact_weighted_sum(X, C, head_grid, total_grid, start=0):
     start : int, default=0
         Global index of the chunk's first row: a multiple of ``block_rows``; a
         chunk shorter than a multiple of ``block_rows`` must end at ``n_samples``.
+    fold : tuple of two ndarray of shape (d,), optional
+        ``(center, weight)``: sum the standardised rows ``(x_i - c) w`` of the
+        raw ``X``, each block's sums folded (:func:`folded_block_sums`) before
+        they are rounded to the grid.
 
     Returns
     -------
@@ -253,19 +279,32 @@ def exact_weighted_sum(X, C, head_grid, total_grid, start=0):
         Exact: any chunking of the rows gives integers that add to the same
         totals.
     """
-    B = head_grid.block_rows
-    rows = np.shape(X)[0]
+    check_chunk(np.shape(X)[0], start, head_grid)
+    head, total = block_sums(X, C, head_grid.block_rows)
+    return block_integers(head, total, head_grid, total_grid, fold)
+
+
+def check_chunk(rows, start, grid):
+    """Refuse a chunk of ``rows`` rows at global row ``start`` that does not
+    consist of whole blocks of ``grid`` (a layout error: public)."""
+    B = grid.block_rows
     end = start + rows
-    if (
-        start % B
-        or end > head_grid.n_samples
-        or (rows % B and end != head_grid.n_samples)
-    ):
+    if start % B or end > grid.n_samples or (rows % B and end != grid.n_samples):
         raise ValueError(
             f"A chunk of {rows} rows at row {start} does not consist of whole "
             f"blocks of {B} rows: rechunk to multiples of {B}."
         )
-    head, total = block_sums(X, C, B)
+
+
+def block_integers(head, total, head_grid, total_grid, fold=None):
+    """The integer totals of float block sums (:func:`block_sums`), folded
+    first where ``fold = (center, weight)`` (:func:`folded_block_sums`).
+
+    Each block is rounded on its own, so the blocks of a chunk may be
+    converted together or one by one: the same integers.
+    """
+    if fold is not None:
+        head = folded_block_sums(head, total, *fold)
     return (
         head_grid.to_integers(head).sum(axis=0),
         total_grid.to_integers(total).sum(axis=0),
@@ -308,3 +347,55 @@ class ExactAccumulator:
     def total(self):
         """The total as float64 (:meth:`SumGrid.to_float`)."""
         return self.grid.to_float(self.integers)
+
+
+#: The largest ``||c w|| / a`` (released centre ``c``, weight ``w``, intercept
+#: column ``a``) for which a design sums standardised rows by folding the
+#: centring into each block's raw sums (:func:`folded_block_sums`); beyond it,
+#: rows are standardised before they are summed.
+FOLD_LIMIT = 2.0**10
+
+#: Unit roundoff of float64.
+_U = 2.0**-53
+
+
+def exact_mean_sensitivity(bound, n_samples, n_coordinates, block_rows=BLOCK_ROWS):
+    """l2 sensitivity (replace-one) of the float mean ``X~^T C / n`` of exact sums.
+
+    The module's bound ``2 L (1 + gamma_B B) + g sqrt(p)`` on the integer total
+    in output units (the head's grid and ``a`` times the intercept's: both at
+    most ``4 g`` with ``g`` the grid of :class:`SumGrid` at ``L``), with the
+    rounding of a folded block (:func:`folded_block_sums`) in place of
+    ``gamma_B B L``: with ``|C_i| <= L / a`` (rows ``x~_i`` hold ``a``) and
+    ``r = ||c w|| / a <= FOLD_LIMIT``, the raw sums' errors ``gamma_B sum_i
+    |C_i| |w_j x_ij|`` and ``gamma_B |c_j w_j| sum_i |C_i|`` and the fold's
+    three roundings add up to at most ``(2 gamma_B + 3.01 u) B L (1 + 2 r)`` in
+    l2 (Higham 2002, eq. 3.5, Minkowski's inequality over the rows), plus the
+    rounding of the three float steps that follow (the conversion, the
+    intercept column's factor ``a``, the division by ``n``: ``3.001 u`` of each
+    coordinate, ``u = 2^-53``) on each of the two neighbouring totals, whose l2
+    norm is at most ``n L (1 + 2^-20)`` plus the grid rounding of every block.
+    A public function of ``L``, ``n`` and the number of coordinates ``p``;
+    ``1 + 2^-40`` covers its own evaluation in floating point.
+
+    Parameters
+    ----------
+    bound : float
+        ``L``, the public bound on every row's contribution.
+    n_samples : int
+    n_coordinates : int
+        ``p``, the number of summed coordinates (all outputs, intercept included).
+    block_rows : int, default=BLOCK_ROWS
+
+    Returns
+    -------
+    float
+    """
+    grid = SumGrid(bound, n_samples, block_rows)
+    B, n = grid.block_rows, max(grid.n_samples, 1)
+    gamma = B * _U / (1.0 - B * _U)
+    rounding = 4.0 * grid.grid * math.sqrt(n_coordinates)
+    norm = n * bound * (1.0 + _MARGIN) + grid.n_blocks * rounding / 2.0
+    block = (2.0 * gamma + 3.01 * _U) * B * (1.0 + 2.0 * FOLD_LIMIT)
+    total = 2.0 * bound * (1.0 + block) + rounding + 2.0 * 3.001 * _U * norm
+    return total / n * (1.0 + 2.0**-40)

@@ -2,11 +2,18 @@
 
 import numpy as np
 
+from .._exact_sum import exact_mean_sensitivity
 from ..privacy._mechanisms import GaussianMechanism
 from ..utils._validation import check_real
-from ._oracle import GradientMeanOracle, SingleMechanismOracle
+from ._oracle import GradientMeanOracle, LossDerivative, SingleMechanismOracle
 
-__all__ = ["ClippedMeanOracle", "clip_coefficients", "shrink_coefficients"]
+__all__ = [
+    "ClippedCoefficients",
+    "ClippedMeanOracle",
+    "clip_coefficients",
+    "shrink_coefficients",
+    "shrink_to_caps",
+]
 
 
 def clip_coefficients(U, row_norms, clip_norm):
@@ -49,11 +56,59 @@ def shrink_coefficients(U, row_norms, bound, unit_norms):
         cap = np.where(row_norms > 0, bound / row_norms, np.inf)
         if U.ndim == 1:
             return np.sign(U) * np.minimum(np.abs(U), cap)
+    return shrink_to_caps(U, cap, unit_norms)
+
+
+def shrink_to_caps(U, cap, unit_norms):
+    """``u_i min(1, cap_i / ||u_i||)`` for NaN-free ``U`` of shape (n, K) (see
+    :func:`shrink_coefficients`, which gives ``cap = bound / r``)."""
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         scale = np.max(np.abs(U), axis=1)
         safe = np.where(scale > 0, scale, 1.0)
         unorm = safe * unit_norms(U / safe[:, None])  # ||u_i||, overflow-safe
         factor = np.where(unorm > cap, cap / np.where(unorm > 0, unorm, 1.0), 1.0)
         return U * factor[:, None]
+
+
+class ClippedCoefficients:
+    """The row-wise map ``(Z, y, caps) -> C`` of clipped loss derivatives,
+    ``||C_i x~_i|| <= clip_norm``, with ``caps = clip_norm / ||x~_i||``
+    (:meth:`row_statistic`, ``inf`` for a zero row): the clip of scalar
+    derivatives to ``[-cap, cap]``, the shrinking of vector ones to norm ``cap``
+    (:func:`clip_coefficients`).
+
+    A function of each row and public values only, picklable: it runs on the
+    workers of a dask design, chunk by chunk, and on blocks of rows in memory.
+
+    Parameters
+    ----------
+    loss : loss object from :mod:`skdpsco._losses`
+    clip_norm : float
+    """
+
+    def __init__(self, loss, clip_norm):
+        self.loss = loss
+        self.clip_norm = float(clip_norm)
+
+    @property
+    def statistic_key(self):
+        """What :meth:`row_statistic` depends on besides the rows: a design
+        keeps the statistic while the key is the same."""
+        return ("clip caps", self.clip_norm)
+
+    def row_statistic(self, row_norms):
+        """``clip_norm / ||x~_i||`` (``inf`` for a zero row): once per design."""
+        with np.errstate(divide="ignore", over="ignore"):
+            return np.where(row_norms > 0, self.clip_norm / row_norms, np.inf)
+
+    def __call__(self, Z, y, caps):
+        U = self.loss.derivative(Z, y)
+        # NaN (none arises from finite predictions) counts as 0.
+        U = np.where(U == U, U, 0.0)
+        if U.ndim > 1:
+            return shrink_to_caps(U, caps, lambda unit: np.linalg.norm(unit, axis=1))
+        # sign(u) min(|u|, cap) is the clip of u to [-cap, cap].
+        return np.minimum(np.maximum(U, -caps, out=U), caps, out=U)
 
 
 class ClippedMeanOracle(SingleMechanismOracle, GradientMeanOracle):
@@ -97,7 +152,12 @@ class ClippedMeanOracle(SingleMechanismOracle, GradientMeanOracle):
             Shape of the parameter (and of the estimate); unused here, since the
             clipped mean's noise does not depend on the dimension.
         """
-        sensitivity = 2.0 * self.clip_norm / n_samples  # replace-one, see class doc
+        # Replace-one, see the class doc: 2 C / n, plus the rounding of the
+        # exact block sums and their conversion to a float mean
+        # (skdpsco._exact_sum, exact_mean_sensitivity), which closes the
+        # floating-point summation gap (Casacuberta et al. 2022, Section 4).
+        parameters = 2**20 if shape is None else int(np.prod(shape))
+        sensitivity = exact_mean_sensitivity(self.clip_norm, n_samples, parameters)
         self.mechanism_ = GaussianMechanism.from_zcdp(
             sensitivity, rho, name="clipped gradient mean"
         )
@@ -116,7 +176,18 @@ class ClippedMeanOracle(SingleMechanismOracle, GradientMeanOracle):
     def estimate_at(self, design, W, derivative, rng, sample_weight=None):
         """:meth:`estimate` at the iterate ``W``, in one read of the data: the
         predictions, derivatives, clipping factors and weighted sum of each row
-        chunk are computed together (:meth:`LinearDesign.fused_weighted_sum`)."""
+        chunk are computed together (:meth:`LinearDesign.fused_weighted_sum`).
+
+        Dense rows (in memory or a dask design) are summed exactly
+        (:meth:`LinearDesign.exact_fused_sum`): the same bits in any chunking."""
+        if getattr(design, "exact_sums", False) and isinstance(
+            derivative, LossDerivative
+        ):
+            coefficients = ClippedCoefficients(derivative.loss, self.clip_norm)
+            total = design.exact_fused_sum(
+                W, coefficients, self.clip_norm, derivative.y, sample_weight
+            )
+            return self._release(total, rng)
         caps = self._caps(design)
 
         def coefficients(Z, rows):

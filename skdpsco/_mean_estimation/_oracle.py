@@ -2,7 +2,27 @@
 
 from ..privacy._mechanisms import LaplaceMechanism
 
-__all__ = ["GradientMeanOracle", "SingleMechanismOracle"]
+__all__ = ["GradientMeanOracle", "LossDerivative", "SingleMechanismOracle"]
+
+
+class LossDerivative:
+    """``derivative(Z, rows) = loss.derivative(Z, y[rows])``, the derivative a
+    solver hands its oracle, with its ``loss`` and targets ``y`` readable: an
+    oracle that sums exactly chunk by chunk (a dask design) builds a picklable
+    row-wise map from them instead of closing over ``n``-long arrays.
+
+    Parameters
+    ----------
+    loss : loss object from :mod:`skdpsco._losses`
+    y : ndarray or dask array of shape (n,)
+    """
+
+    def __init__(self, loss, y):
+        self.loss = loss
+        self.y = y
+
+    def __call__(self, Z, rows):
+        return self.loss.derivative(Z, self.y[rows])
 
 
 class GradientMeanOracle:

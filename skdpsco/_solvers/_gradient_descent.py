@@ -12,6 +12,7 @@ exactly ``max_iter`` iterations (no data-dependent stopping).
 import numpy as np
 
 from .._constraints import project_l2_ball
+from .._mean_estimation._oracle import LossDerivative
 from ._progress import NO_PROGRESS
 from ._result import SolverResult
 
@@ -95,9 +96,7 @@ def noisy_gradient_descent(
     start = {"suffix": max_iter // 2, "uniform": 0, "last": max_iter - 1}[averaging]
     W_sum = np.zeros(shape)
 
-    def derivative(Z, rows):
-        return loss.derivative(Z, y[rows])
-
+    derivative = LossDerivative(loss, y)
     for t in range(max_iter):
         data_grad = oracle.estimate_at(design, W, derivative, rng, sample_weight)
         grad = data_grad + l2_penalty * penalised * W

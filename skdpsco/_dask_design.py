@@ -15,10 +15,15 @@ import numpy as np
 from ._design import (
     LinearDesign,
     _block_predictions,
+    _folded_head,
     block_row_norms,
     exact_assembled,
+    exact_fold,
     exact_grids,
+    fold_is_accurate,
     fused_exact_sum,
+    standardised_norms,
+    standardised_rows,
 )
 from ._exact_sum import BLOCK_ROWS, block_aligned, exact_weighted_sum
 from .utils._optional import import_dask
@@ -27,6 +32,7 @@ __all__ = [
     "DaskLinearDesign",
     "block_aligned",
     "dask_exact_weighted_sum",
+    "dask_standardised_design",
     "fused_exact_sum",
 ]
 
@@ -84,14 +90,50 @@ def dask_exact_weighted_sum(X, C, head_grid, total_grid, client=None):
 
 
 def _fused_chunk(
-    X, y, norms, weight, W, coefficients, grids, intercept, block_info=None
+    X, y, norms, weight, W, coefficients, grids, intercept, scaled, block_info=None
 ):
     start = block_info[0]["array-location"][0][0]
     weight = None if weight is None else weight[:, 0]
+    fold = None
+    if scaled is not None:
+        fold = exact_fold(*scaled, *intercept)
+        X = X if fold is not None else standardised_rows(X, *scaled)
     head, total = fused_exact_sum(
-        X, y[:, 0], W, coefficients, grids, intercept, start, weight, norms[:, 0]
+        X, y[:, 0], W, coefficients, grids, intercept, start, weight, norms[:, 0], fold
     )
     return np.concatenate([head.ravel(), total.ravel()])[None, :]
+
+
+def _chunk_predictions(X, W, intercept, block_rows, scaled):
+    fold = None if scaled is None else exact_fold(*scaled, *intercept)
+    if scaled is not None and fold is None:
+        X = standardised_rows(X, *scaled)
+    head, offset = _folded_head(W, X.shape[1], intercept, fold)
+    return _block_predictions(np.ascontiguousarray(X), head, offset, block_rows)
+
+
+def _chunk_norms(X, intercept, block_rows, scaled):
+    if scaled is None:
+        return block_row_norms(X, *intercept, block_rows)
+    return standardised_norms(X, *scaled, intercept, block_rows)
+
+
+def dask_standardised_design(X, fit_intercept, scaling=None):
+    """The dask design of ``X`` standardised by a released column ``scaling``:
+    the counterpart of :func:`~skdpsco._design.standardised_design`, with the same
+    public rule, so that every row is read as the in-memory design reads it
+    (centring folded into the raw rows' sums, rows standardised chunk by chunk,
+    or a lazily transformed ``X``)."""
+    if scaling is None:
+        return DaskLinearDesign(X, None, fit_intercept)
+    n, d = X.shape
+    if fit_intercept and fold_is_accurate(n, d, scaling.center, scaling.weight):
+        return DaskLinearDesign(
+            X, None, fit_intercept, scaled=(scaling.center, scaling.weight)
+        )
+    return DaskLinearDesign(
+        X.map_blocks(scaling.transform, dtype=float), None, fit_intercept
+    )
 
 
 class DaskLinearDesign:
@@ -118,6 +160,10 @@ class DaskLinearDesign:
     intercept_column : float, default=1.0
     block_rows : int, default=BLOCK_ROWS
     client : distributed.Client, optional
+    scaled : tuple of two ndarray of shape (n_features,), optional
+        ``(center, weight)`` of a released scaling: the fit sees the rows
+        ``(x_i - c) w`` of the raw ``X``, read as a
+        :class:`~skdpsco._design.StandardisedDesign` reads them.
     """
 
     predictions_exact = True
@@ -131,13 +177,16 @@ class DaskLinearDesign:
         intercept_column=1.0,
         block_rows=BLOCK_ROWS,
         client=None,
+        scaled=None,
     ):
         self.block_rows = int(block_rows)
-        self.X = block_aligned(X.astype(float), self.block_rows)
+        self.client = client
+        self.scaled = scaled
+        # Rechunked once and kept on the workers: iterations read it there.
+        self.X = self._persist(block_aligned(X.astype(float), self.block_rows))
         self.y = None if y is None else self.aligned(y)
         self.fit_intercept = bool(fit_intercept)
         self.intercept_column = float(intercept_column)
-        self.client = client
         self.n_samples, self.n_features = self.X.shape
         self.dim = self.n_features + int(self.fit_intercept)
         self._norms = None
@@ -160,16 +209,17 @@ class DaskLinearDesign:
         return self.client.persist(collection)
 
     def predict(self, W):
-        """Lazy ``X~ W`` (a dask array), clipped as in :meth:`LinearDesign.predict`."""
+        """Lazy ``X~ W`` (a dask array), clipped as in :meth:`LinearDesign.predict`
+        (as :class:`~skdpsco._design.StandardisedDesign` computes it where the
+        design is ``scaled``)."""
         W = np.asarray(W, dtype=float)
-        d = self.n_features
-        offset = self.intercept_column * W[d] if self.fit_intercept else 0.0
         chunks = (self.X.chunks[0],) + ((W.shape[1],) if W.ndim == 2 else ())
         return self.X.map_blocks(
-            _block_predictions,
-            W[:d],
-            offset,
+            _chunk_predictions,
+            W,
+            (self.fit_intercept, self.intercept_column),
             self.block_rows,
+            self.scaled,
             dtype=float,
             chunks=chunks,
             drop_axis=None if W.ndim == 2 else 1,
@@ -184,10 +234,10 @@ class DaskLinearDesign:
         """Lazy ``||x~_i||`` (:func:`block_row_norms`), kept on the workers."""
         if self._norms is None:
             norms = self.X.map_blocks(
-                block_row_norms,
-                self.fit_intercept,
-                self.intercept_column,
+                _chunk_norms,
+                (self.fit_intercept, self.intercept_column),
                 self.block_rows,
+                self.scaled,
                 dtype=float,
                 drop_axis=1,
             )
@@ -246,6 +296,7 @@ class DaskLinearDesign:
             coefficients,
             grids,
             (self.fit_intercept, self.intercept_column),
+            self.scaled,
             dtype=np.int64,
             chunks=((1,) * len(self.X.chunks[0]), (width,)),
         )

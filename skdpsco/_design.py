@@ -33,6 +33,7 @@ __all__ = [
     "LinearDesign",
     "block_row_norms",
     "exact_assembled",
+    "exact_fold",
     "exact_grids",
     "fused_block_sums",
     "fused_exact_sum",
@@ -408,6 +409,20 @@ def _folded_head(W, d, intercept, fold=None):
     head = (weight if W.ndim == 1 else weight[:, None]) * head
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         return head, offset - center @ head
+
+
+def exact_fold(center, weight, fit_intercept, intercept_column=1.0):
+    """``(center, weight)`` where exact sums of the standardised rows fold the
+    centring into the raw rows' block sums, else None (the rows are standardised
+    before they are summed): folding keeps the sums' rounding within the bound
+    of :func:`~skdpsco._exact_sum.exact_mean_sensitivity` while
+    ``||c w|| / a <= FOLD_LIMIT`` (public numbers)."""
+    used = weight != 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        ratio = np.linalg.norm(center[used] * weight[used])
+    if fit_intercept and ratio <= FOLD_LIMIT * intercept_column:
+        return center, weight
+    return None
 
 
 def standardised_norms(X, center, weight, intercept, block_rows=BLOCK_ROWS):
@@ -924,14 +939,9 @@ class StandardisedDesign(LinearDesign):
         return standardised_rows(Z, 0.0, self.weight, Z)
 
     def _exact_fold(self):
-        # Folding keeps the sums' rounding within exact_mean_sensitivity's bound
-        # while ||c w|| / a <= FOLD_LIMIT (public numbers).
-        used = self.weight != 0
-        with np.errstate(over="ignore", invalid="ignore"):
-            ratio = np.linalg.norm(self.center[used] * self.weight[used])
-        if self.fit_intercept and ratio <= FOLD_LIMIT * self.intercept_column:
-            return self.center, self.weight
-        return None
+        return exact_fold(
+            self.center, self.weight, self.fit_intercept, self.intercept_column
+        )
 
     def _exact_rows(self, chunk):
         return standardised_rows(chunk, self.center, self.weight, chunk.copy())

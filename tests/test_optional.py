@@ -35,11 +35,15 @@ def test_dask_arrays_are_dask_collections():
 
 
 def test_importing_skdpsco_and_fitting_in_memory_does_not_import_dask():
+    # The fit, predict and score of both default estimators.
     code = (
         "import sys, numpy as np\n"
         "from skdpsco import HeavyTailedDPLogistic\n"
         "X = np.random.default_rng(0).standard_normal((200, 3))\n"
         "HeavyTailedDPLogistic(epsilon=1.0, random_state=0).fit(X, X[:, 0] > 0)\n"
+        "from skdpsco import HeavyTailedDPRidge\n"
+        "est = HeavyTailedDPRidge(random_state=0).fit(X, X[:, 1])\n"
+        "est.score(X, X[:, 1])\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('dask', 'distributed')))\n"
     )

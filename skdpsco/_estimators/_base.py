@@ -41,6 +41,7 @@ from ..privacy._params import (
 )
 from ..privacy._workflow import warn_workflow_leaks
 from ..utils._compat import StrOptions, _fit_context, check_is_fitted, validate_data
+from ..utils._optional import import_dask, is_dask_collection
 from ..utils._validation import (
     canonical_sparse,
     checked_sample_weight,
@@ -48,6 +49,7 @@ from ..utils._validation import (
     refuse_sparse,
 )
 from ._algorithm import FitProblem
+from ._dask_fit import DaskInput, dask_class_codes, dask_score, lazy_rows
 
 __all__ = [
     "DPClassifierMixin",
@@ -225,13 +227,24 @@ class DPLinearModel(BaseEstimator):
             raise
 
     def _fit(self, X, y, sample_weight=None):
-        X, y = self._validate_training_data(X, y)
+        # dask collections: the same steps, nothing of length n on the client.
+        dask = (
+            DaskInput(self) if is_dask_collection(X) or is_dask_collection(y) else None
+        )
+        if dask is None:
+            X, y = self._validate_training_data(X, y)
+        else:
+            X, y = dask.validate(X, y)
         dtype = X.dtype
         X = X.astype(np.float64, copy=False)
-        if sample_weight is not None:
+        if sample_weight is not None and dask is not None:
+            sample_weight = dask.sample_weight(sample_weight, X.shape[0])
+        elif sample_weight is not None:
             sample_weight = checked_sample_weight(sample_weight, X, self)
         target, n_outputs = self._encode_target(y)
         algorithm = self._algorithm(n_outputs)
+        if dask is not None:
+            dask.check_supported(algorithm)
         if self.verbose and self.algorithm != algorithm.name:
             print(
                 f"[{type(self).__name__}] algorithm={self.algorithm!r} runs "
@@ -250,6 +263,8 @@ class DPLinearModel(BaseEstimator):
         rng = make_generator(self.random_state)
         accountant = algorithm.accountant_for(budget.delta)
         scaled = self._scale(X, target, budget, accountant, rng)
+        if dask is not None:
+            scaled, sample_weight = dask.placed(scaled, sample_weight)
         scalings = scaled.scalings
         problem = FitProblem(
             self,
@@ -306,7 +321,7 @@ class DPLinearModel(BaseEstimator):
         for j in range(k):
             run = dataclasses.replace(
                 problem,
-                target=np.ascontiguousarray(problem.target[:, j]),
+                target=_column(problem.target, j),
                 budget=budget,
             )
             results.append(algorithm.run(run))
@@ -558,7 +573,7 @@ class DPLinearModel(BaseEstimator):
         columns = target[:, None] if target.ndim == 1 else target
         k = columns.shape[1]
         share = {key: value / k for key, value in budget.items()}
-        out = np.empty_like(columns)
+        out = []
         centers, scales, records = [], [], []
         for j in range(k):
             y_scaling = private_column_scaling(
@@ -571,10 +586,16 @@ class DPLinearModel(BaseEstimator):
             records += y_scaling.records
             centers.append(float(y_scaling.center[0]))
             scales.append(float(y_scaling.scale[0]))
-            out[:, j] = y_scaling.transform(columns[:, j : j + 1])[:, 0]
+            column = columns[:, j : j + 1]
+            if is_dask_collection(column):
+                # Lazily, chunk by chunk (the same map of each value).
+                out.append(column.map_blocks(y_scaling.transform, dtype=float)[:, 0])
+            else:
+                out.append(y_scaling.transform(column)[:, 0])
         if target.ndim == 1:
-            return out[:, 0], (centers[0], scales[0]), records
-        return out, (np.array(centers), np.array(scales)), records
+            return out[0], (centers[0], scales[0]), records
+        stack = import_dask("array").stack if is_dask_collection(target) else np.stack
+        return stack(out, axis=1), (np.array(centers), np.array(scales)), records
 
     def _public_feature_scaling(self, n_features):
         """``scaling=(center, scale)``, checked (public arrays, no data read)."""
@@ -681,7 +702,36 @@ class DPLinearModel(BaseEstimator):
         return self.coef_.toarray() if sp.issparse(self.coef_) else self.coef_
 
 
-class DPRegressorMixin(RegressorMixin):
+def _column(target, j):
+    """Column ``j`` of a 2-D target: contiguous in memory, lazy for dask."""
+    column = target[:, j]
+    return column if is_dask_collection(column) else np.ascontiguousarray(column)
+
+
+class _DaskScored:
+    """``score`` of scikit-learn's mixins (R^2 for regressors, accuracy for
+    classifiers), and on dask input the same score computed on the cluster."""
+
+    def score(self, X, y, sample_weight=None):
+        """The score of scikit-learn's ``Ridge`` (R^2) or ``LogisticRegression``
+        (accuracy): a float, computed on the cluster for dask input.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        float
+        """
+        if is_dask_collection(X) or is_dask_collection(y):
+            return dask_score(self, X, y, sample_weight)
+        return super().score(X, y, sample_weight)
+
+
+class DPRegressorMixin(_DaskScored, RegressorMixin):
     """Linear regression output, like ``Ridge``: ``coef_`` of shape (d,) and a
     scalar ``intercept_``, or for a 2-D target of ``k > 1`` columns ``coef_`` of
     shape (k, d) and ``intercept_`` of shape (k,)."""
@@ -695,6 +745,8 @@ class DPRegressorMixin(RegressorMixin):
 
     def _encode_target(self, y):
         # One run per column of a 2-D target (DPLinearModel._run).
+        if is_dask_collection(y):
+            return y.astype(float), 1
         return np.asarray(y, dtype=float), 1
 
     def _store_coef(self, W):
@@ -720,11 +772,15 @@ class DPRegressorMixin(RegressorMixin):
         Returns
         -------
         ndarray of shape (n_samples,) or (n_samples, n_targets)
+            A lazy dask array for dask ``X`` (mapped over its row chunks).
         """
+        if is_dask_collection(X):
+            outputs = None if np.ndim(self.coef_) == 1 else self.coef_.shape[0]
+            return lazy_rows(self.predict, X, outputs)
         return self._decision(X)
 
 
-class DPClassifierMixin(ClassifierMixin):
+class DPClassifierMixin(_DaskScored, ClassifierMixin):
     """Binary and multinomial linear classifier output, like ``LogisticRegression``.
 
     ``classes_`` holds the label set: the public ``classes`` parameter when given,
@@ -746,12 +802,23 @@ class DPClassifierMixin(ClassifierMixin):
         return tags
 
     def _encode_target(self, y):
+        if is_dask_collection(y):
+            return dask_class_codes(self, y)
         check_classification_targets(y)
+        classes = self._fitted_classes(np.unique(y))
+        codes = np.searchsorted(classes, y)
+        if classes.size == 2:
+            return codes.astype(float), 1
+        return codes.astype(np.intp), int(classes.size)
+
+    def _fitted_classes(self, labels):
+        """Set and return ``classes_`` from the sorted unique ``labels`` of ``y``
+        (the public ``classes`` where given)."""
         if self.classes is None:
-            classes = np.unique(y)
+            classes = labels
         else:
             classes = np.unique(np.asarray(self.classes))
-            unknown = np.setdiff1d(np.unique(y), classes)
+            unknown = np.setdiff1d(labels, classes)
             if unknown.size:
                 raise ValueError(
                     f"{type(self).__name__}: y contains labels {unknown.tolist()[:5]} "
@@ -764,10 +831,7 @@ class DPClassifierMixin(ClassifierMixin):
                 f"contain only one class: {classes.tolist()}."
             )
         self.classes_ = classes
-        codes = np.searchsorted(classes, y)
-        if classes.size == 2:
-            return codes.astype(float), 1
-        return codes.astype(np.intp), int(classes.size)
+        return classes
 
     def _store_coef(self, W):
         d = self.n_features_in_
@@ -812,7 +876,11 @@ class DPClassifierMixin(ClassifierMixin):
         Returns
         -------
         ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
+            A lazy dask array for dask ``X`` (mapped over its row chunks).
         """
+        if is_dask_collection(X):
+            columns = None if self.classes_.size == 2 else self.classes_.size
+            return lazy_rows(self.decision_function, X, columns)
         scores = self._decision(X)
         return scores.ravel() if scores.shape[1] == 1 else scores
 
@@ -826,7 +894,10 @@ class DPClassifierMixin(ClassifierMixin):
         Returns
         -------
         ndarray of shape (n_samples,)
+            A lazy dask array for dask ``X``.
         """
+        if is_dask_collection(X):
+            return lazy_rows(self.predict, X, None, self.classes_.dtype)
         scores = self.decision_function(X)
         idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
         return self.classes_[idx]
@@ -841,7 +912,10 @@ class DPClassifierMixin(ClassifierMixin):
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
+            A lazy dask array for dask ``X``.
         """
+        if is_dask_collection(X):
+            return lazy_rows(self.predict_log_proba, X, self.classes_.size)
         scores = self.decision_function(X)
         if scores.ndim == 1:
             return np.column_stack(
@@ -859,8 +933,11 @@ class DPClassifierMixin(ClassifierMixin):
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
-            Rows sum to 1; columns follow ``classes_``.
+            Rows sum to 1; columns follow ``classes_``. A lazy dask array for
+            dask ``X``.
         """
+        if is_dask_collection(X):
+            return lazy_rows(self.predict_proba, X, self.classes_.size)
         scores = self.decision_function(X)
         if scores.ndim == 1:
             p = special.expit(scores)

@@ -5,6 +5,7 @@ them to the solver; the math lives in :mod:`skdpsco._mean_estimation`,
 :mod:`skdpsco._solvers` and :mod:`skdpsco.privacy`.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -12,6 +13,7 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 
+from .._dask_design import DaskLinearDesign, dask_standardised_design
 from .._design import LinearDesign, standardised_design
 from .._losses import get_loss
 from .._mean_estimation import (
@@ -34,6 +36,7 @@ from .._solvers._sample_aggregate import sample_and_aggregate
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy._params import PositiveFinite, PublicBound
 from ..utils._compat import Interval, StrOptions, _fit_context
+from ..utils._optional import import_dask, is_dask_collection
 from ..utils._validation import canonical_sparse, refuse_sparse
 from ._algorithm import Algorithm, registry
 from ._base import (
@@ -306,7 +309,11 @@ def _inputs(problem):
     """Loss, design, parameter shape, penalty and public record weights."""
     est = problem.estimator
     X = problem.X
-    design = X if isinstance(X, LinearDesign) else LinearDesign(X, est.fit_intercept)
+    design = (
+        X
+        if isinstance(X, (LinearDesign, DaskLinearDesign))
+        else LinearDesign(X, est.fit_intercept)
+    )
     n_outputs = problem.n_outputs
     shape = (design.dim,) if n_outputs == 1 else (design.dim, n_outputs)
     l2_penalty = est._l2_penalty(problem.budget.n_samples)
@@ -429,13 +436,17 @@ def _accountant(oracle_class):
 #: clip to ||.|| <= C of Abadi et al. 2016, Algorithm 1), whatever the storage,
 #: so sparse and dense X get the same noise. Sample and aggregate solves each
 #: subset on its dense rows (k x d, whatever the sparsity), so it keeps
-#: refusing sparse input.
+#: refusing sparse input. "dask": dask X is read through the dask design, whose
+#: exact sums equal the in-memory ones bit for bit (skdpsco._exact_sum; the
+#: sensitivity is that of the in-memory fit).
 _ALGORITHMS = registry(
     Algorithm(
         "clipped_gd",
         _gradient_descent(_plan_clipped),
         _accountant(ClippedMeanOracle),
-        supports=frozenset({"class_weight", "max_iter", "sample_weight", "sparse"}),
+        supports=frozenset(
+            {"class_weight", "dask", "max_iter", "sample_weight", "sparse"}
+        ),
     ),
     Algorithm(
         "catoni_gd",
@@ -579,6 +590,8 @@ class _HeavyTailedBase(DPLinearModel):
         return X, y
 
     def _standardise(self, X, x_scaling):
+        if is_dask_collection(X):
+            return dask_standardised_design(X, self.fit_intercept, x_scaling)
         if sp.issparse(X) and np.any(x_scaling.center != 0):
             # Sparse input is scaled, never centred (the zeros stay zeros): a
             # centre would be ignored by the fit yet shift the released intercept.
@@ -1070,7 +1083,13 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
         Lemma 2.3; basic composition holds adaptively too).
         """
         k = self.classes_.size
-        counts = np.bincount(target.astype(np.intp), minlength=k).astype(float)
+        if is_dask_collection(target):
+            # Exact integer counts, computed on the cluster.
+            da = import_dask("array")
+            counts = da.bincount(target.astype(np.intp), minlength=k).compute()
+        else:
+            counts = np.bincount(target.astype(np.intp), minlength=k)
+        counts = counts.astype(float)
         if "rho" in spend:
             mechanism = GaussianMechanism.from_zcdp(
                 math.sqrt(2.0), spend["rho"], name="label counts", integer=True
@@ -1090,7 +1109,12 @@ class HeavyTailedDPLogistic(DPClassifierMixin, _HeavyTailedBase):
         if self.class_weight is None:
             return None
         weights = self.class_weight_
-        return weights[target.astype(np.intp)], weights.max()
+        top = weights.max()
+        if is_dask_collection(target):
+            # A public table looked up chunk by chunk.
+            lookup = functools.partial(np.take, weights)
+            return target.astype(np.intp).map_blocks(lookup, dtype=float), top
+        return weights[target.astype(np.intp)], top
 
     def _l2_penalty(self, n_samples):
         # LogisticRegression's C sum(loss) + ||w||^2/2, divided by C n.

@@ -1,0 +1,149 @@
+"""Fitting on dask collections on a real LocalCluster: the same model as in memory,
+bit for bit, for every supported estimator x algorithm and three chunkings."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
+
+da = pytest.importorskip("dask.array")
+dd = pytest.importorskip("dask.dataframe")
+pd = pytest.importorskip("pandas")
+
+N = 20_000
+
+
+def _data(n=N):
+    """Raw-unit columns (offsets and scales far from standardised), heavy tails."""
+    rng = np.random.default_rng(3)
+    Z = rng.standard_normal((n, 4))
+    X = Z * np.array([1.0, 10.0, 100.0, 0.1]) + np.array([0.0, 5.0, -50.0, 1.0])
+    X[:, 0] *= np.exp(rng.standard_normal(n))  # heavy-tailed column
+    signal = Z @ np.array([1.0, -0.5, 0.25, 0.0])
+    targets = {
+        "reg": 150.0 + 30.0 * signal + 10.0 * rng.standard_t(3, n),
+        "binary": (signal + 0.5 * rng.standard_normal(n) > 0).astype(int),
+        "three": np.digitize(signal + 0.5 * rng.standard_normal(n), [-0.5, 0.5]),
+    }
+    return X, targets
+
+
+#: (estimator, target, parameters): every supported estimator x algorithm.
+CASES = [
+    (HeavyTailedDPRidge, "reg", {}),
+    (HeavyTailedDPLogistic, "binary", {}),
+    (HeavyTailedDPLogistic, "three", {}),
+]
+
+
+def _chunkings(X, y):
+    """Aligned to the 4096-row blocks, ragged (and split across columns), and a
+    dask DataFrame with a Series target."""
+    yield "aligned", da.from_array(X, chunks=(8192, 4)), da.from_array(y, chunks=8192)
+    yield "ragged", da.from_array(X, chunks=(3001, 3)), da.from_array(y, chunks=5003)
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+    yield (
+        "dataframe",
+        dd.from_pandas(frame, npartitions=3),
+        dd.from_pandas(pd.Series(y, name="y"), npartitions=3),
+    )
+
+
+def _fit(Est, X, y, **params):
+    est = Est(random_state=0, max_iter=6, **params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return est.fit(X, y)
+
+
+@pytest.mark.parametrize("scaling", ["private", "none"])
+@pytest.mark.parametrize(
+    "Est, target, params", CASES, ids=[f"{c[0].__name__}-{c[1]}" for c in CASES]
+)
+def test_dask_fits_are_the_numpy_fit_bit_for_bit(
+    dask_client, Est, target, params, scaling
+):
+    X, targets = _data()
+    y = targets[target]
+    memory = _fit(Est, X, y, scaling=scaling, **params)
+    assert np.all(memory.coef_ != 0)
+    for name, Xd, yd in _chunkings(X, y):
+        fitted = _fit(Est, Xd, yd, scaling=scaling, **params)
+        np.testing.assert_array_equal(fitted.coef_, memory.coef_, err_msg=name)
+        np.testing.assert_array_equal(
+            fitted.intercept_, memory.intercept_, err_msg=name
+        )
+        assert fitted.privacy_spent_ == memory.privacy_spent_, name
+        assert fitted.n_features_in_ == 4
+        if target != "reg":
+            np.testing.assert_array_equal(fitted.classes_, memory.classes_)
+
+
+def test_weights_public_scaling_and_several_targets(dask_client):
+    X, targets = _data()
+    weight = np.random.default_rng(5).uniform(0, 1, N)
+    scaling = (X.mean(axis=0).round(), X.std(axis=0).round(1))
+    Y = np.column_stack([targets["reg"], -targets["reg"] + 10.0])
+    runs = [
+        (HeavyTailedDPLogistic, targets["three"], {"class_weight": "balanced"}, None),
+        (HeavyTailedDPLogistic, targets["binary"], {"scaling": scaling}, weight),
+        (HeavyTailedDPRidge, Y, {}, weight),
+    ]
+    for Est, y, params, w in runs:
+        est = Est(random_state=0, max_iter=4, **params)
+        memory = est.fit(X, y, sample_weight=w)
+        Xd = da.from_array(X, chunks=(5000, 4))
+        yd = da.from_array(y, chunks=(7000,) + y.shape[1:])
+        wd = None if w is None else da.from_array(w, chunks=6000)
+        fitted = Est(random_state=0, max_iter=4, **params).fit(Xd, yd, sample_weight=wd)
+        np.testing.assert_array_equal(fitted.coef_, memory.coef_)
+        np.testing.assert_array_equal(fitted.intercept_, memory.intercept_)
+        assert fitted.privacy_spent_ == memory.privacy_spent_
+
+
+def test_unsupported_algorithms_refuse_dask_input_naming_the_supported(dask_client):
+    X, targets = _data(5000)
+    Xd, yd = da.from_array(X, chunks=2000), da.from_array(targets["reg"], chunks=2000)
+    for algorithm in ("catoni_gd", "dp_sgd", "sample_aggregate"):
+        est = HeavyTailedDPRidge(algorithm=algorithm, random_state=0)
+        with pytest.raises(TypeError, match=r"use one of \['clipped_gd'\]"):
+            est.fit(Xd, yd)
+        assert not hasattr(est, "coef_")
+
+
+def test_predictions_on_dask_are_lazy_and_equal_numpy(dask_client):
+    X, targets = _data(9000)
+    Xd = da.from_array(X, chunks=(2500, 4))
+    for Est, target in (
+        (HeavyTailedDPRidge, "reg"),
+        (HeavyTailedDPLogistic, "binary"),
+        (HeavyTailedDPLogistic, "three"),
+    ):
+        y = targets[target]
+        est = _fit(Est, X, y)
+        methods = ["predict"]
+        if target != "reg":
+            methods += ["decision_function", "predict_proba", "predict_log_proba"]
+        for method in methods:
+            lazy = getattr(est, method)(Xd)
+            assert isinstance(lazy, da.Array), method
+            np.testing.assert_array_equal(lazy.compute(), getattr(est, method)(X))
+        score = est.score(Xd, da.from_array(y, chunks=3000))
+        assert isinstance(score, float)
+        assert score == pytest.approx(est.score(X, y), rel=1e-12, abs=1e-12)
+
+
+def test_invalid_dask_input_is_refused_before_any_release(dask_client):
+    X, targets = _data(5000)
+    bad = X.copy()
+    bad[4321, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        HeavyTailedDPRidge().fit(da.from_array(bad, chunks=2000), targets["reg"])
+    with pytest.raises(ValueError, match=r"sample_weight must lie in \[0, 1\]"):
+        HeavyTailedDPRidge().fit(
+            da.from_array(X, chunks=2000),
+            da.from_array(targets["reg"], chunks=2000),
+            sample_weight=da.from_array(np.full(5000, 2.0), chunks=2000),
+        )

@@ -363,3 +363,35 @@ def test_privacy_audit_shuffled_local_randomizers_on_the_grid(task):
     )
     assert result.epsilon_lb <= CLAIMED_EPSILON, result.summary()
     assert result.n_failed == (0, 0), result.summary()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("estimator_class", [skdpsco.HeavyTailedDPLogistic])
+def test_privacy_audit_dask_input(estimator_class):
+    """The dask fit (``clipped_gd``, ragged chunks, the private scaling on the
+    cluster's path) on the outlier canary. Its releases equal the in-memory fit's
+    bit for bit (tests/test_dask_fit.py), so this audits the dask path's own
+    steps: validation, encoding and placement must not leak either."""
+    dask = pytest.importorskip("dask")
+    da = pytest.importorskip("dask.array")
+    case = make_case("binary", "outlier")
+    params = {**audit_params(estimator_class, "clipped_gd"), "max_iter": 5}
+    factory = EstimatorFactory(estimator_class, params)
+
+    def lazy(X, y):
+        return da.from_array(X, chunks=(37, 2)), da.from_array(y, chunks=41)
+
+    with dask.config.set(scheduler="synchronous"):
+        result = audit(
+            factory,
+            lazy(*case.dataset),
+            lazy(*case.neighbour),
+            statistic=case.statistic,
+            n_runs=N_RUNS,
+            delta=DELTA,
+            alpha=0.05,
+            seed=_stable_seed("dask", estimator_class.__name__, case.name),
+        )
+    print(result.summary())
+    assert result.epsilon_lb <= CLAIMED_EPSILON, result.summary()
+    assert result.n_failed == (0, 0), result.summary()

@@ -6,7 +6,11 @@ import warnings
 import numpy as np
 import pytest
 
-from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
+from skdpsco import (
+    HeavyTailedDPLogistic,
+    HeavyTailedDPRidge,
+    SparseGradientDPRegressor,
+)
 
 da = pytest.importorskip("dask.array")
 dd = pytest.importorskip("dask.dataframe")
@@ -111,6 +115,8 @@ def test_unsupported_algorithms_refuse_dask_input_naming_the_supported(dask_clie
         with pytest.raises(TypeError, match=r"use one of \['clipped_gd'\]"):
             est.fit(Xd, yd)
         assert not hasattr(est, "coef_")
+    with pytest.raises(TypeError, match="no algorithm of this estimator does"):
+        SparseGradientDPRegressor().fit(Xd, yd)
 
 
 def test_predictions_on_dask_are_lazy_and_equal_numpy(dask_client):

@@ -122,10 +122,15 @@ class DaskInput:
         """Refuse an algorithm without a dask path, naming those with one."""
         if "dask" in algorithm.supports:
             return
+        supported = dask_supported(self.estimator)
+        choice = (
+            f"use one of {supported}, or pass"
+            if supported
+            else "no algorithm of this estimator does: pass"
+        )
         raise TypeError(
             f"{self.name}: algorithm={algorithm.name!r} does not fit dask input; "
-            f"use one of {dask_supported(self.estimator)}, or pass the data in "
-            "memory (numpy, pandas)."
+            f"{choice} the data in memory (numpy, pandas)."
         )
 
     def placed(self, scaled, sample_weight):

@@ -59,12 +59,21 @@ def test_csr_csc_and_dense_give_the_same_model_and_spend(Est, algorithm):
         # CSC is turned into CSR before anything is read: bit for bit.
         np.testing.assert_array_equal(csc.coef_, csr.coef_)
         np.testing.assert_array_equal(csc.intercept_, csr.intercept_)
-        # Same noise; only the summation order of the products may differ.
-        np.testing.assert_allclose(csr.coef_, dense.coef_, rtol=1e-10, atol=1e-12)
+        # Same noise up to the dense path's exact sums: its scaling moments and
+        # clipped gradients pay the public summation slack (a relative 1e-9 to
+        # 1e-5 on their sensitivities) and are rounded to a grid; sparse sums are
+        # float sums.
+        np.testing.assert_allclose(csr.coef_, dense.coef_, rtol=1e-7, atol=1e-9)
         np.testing.assert_allclose(
-            csr.intercept_, dense.intercept_, rtol=1e-10, atol=1e-12
+            csr.intercept_, dense.intercept_, rtol=1e-7, atol=1e-9
         )
-        assert csr.privacy_spent_ == dense.privacy_spent_ == csc.privacy_spent_
+        assert csr.privacy_spent_ == csc.privacy_spent_
+
+        def spend(est):
+            spent = est.privacy_spent_
+            return spent.epsilon, spent.delta, spent.rho, len(spent.mechanisms)
+
+        assert spend(csr) == spend(dense)
         assert csr.n_iter_ == dense.n_iter_ == csc.n_iter_
 
 

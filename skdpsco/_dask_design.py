@@ -96,7 +96,7 @@ def _fused_chunk(
     weight = None if weight is None else weight[:, 0]
     fold = None
     if scaled is not None:
-        fold = exact_fold(*scaled, *intercept)
+        fold = exact_fold(*scaled, *intercept, grids[0].block_bound)
         X = X if fold is not None else standardised_rows(X, *scaled)
     head, total = fused_exact_sum(
         X, y[:, 0], W, coefficients, grids, intercept, start, weight, norms[:, 0], fold

@@ -411,15 +411,33 @@ def _folded_head(W, d, intercept, fold=None):
         return head, offset - center @ head
 
 
-def exact_fold(center, weight, fit_intercept, intercept_column=1.0):
+def exact_fold(center, weight, fit_intercept, intercept_column=1.0, block_bound=None):
     """``(center, weight)`` where exact sums of the standardised rows fold the
     centring into the raw rows' block sums, else None (the rows are standardised
     before they are summed): folding keeps the sums' rounding within the bound
     of :func:`~skdpsco._exact_sum.exact_mean_sensitivity` while
-    ``||c w|| / a <= FOLD_LIMIT`` (public numbers)."""
+    ``||c w|| / a <= FOLD_LIMIT`` (public numbers).
+
+    With ``block_bound`` (``B L``, :attr:`~skdpsco._exact_sum.SumGrid.block_bound`
+    of the head's grid), the raw block sums must also stay in the float range:
+    ``|C_i x_ij| <= L / w_j + L |c_j| / a`` for coefficients with
+    ``|C_i| ||x~_i|| <= L`` (``||x~_i|| >= a``), so a block's raw sum is at most
+    ``B L max_j (1 / w_j + |c_j| / a)``; past ``2^1000`` a raw sum could overflow
+    and the fold's rounding bound would not hold (public numbers again).
+    """
     used = weight != 0
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         ratio = np.linalg.norm(center[used] * weight[used])
+        raw = (
+            block_bound is not None
+            and np.any(used)
+            and float(block_bound)
+            * float(
+                np.max(1.0 / weight[used] + np.abs(center[used]) / intercept_column)
+            )
+        )
+    if raw is not False and not raw <= 2.0**1000:
+        return None
     if fit_intercept and ratio <= FOLD_LIMIT * intercept_column:
         return center, weight
     return None
@@ -629,7 +647,7 @@ class LinearDesign:
         intercept = (self.fit_intercept, self.intercept_column)
         grids = exact_grids(bound, self.n_samples, intercept)
         norms = self._row_statistic(coefficients)
-        fold = self._exact_fold()
+        fold = self._exact_fold(grids[0].block_bound)
         B = BLOCK_ROWS
         heads = np.empty((n_blocks(self.n_samples, B), self.n_features) + W.shape[1:])
         totals = np.empty(heads.shape[:1] + W.shape[1:])
@@ -651,7 +669,7 @@ class LinearDesign:
         head, total = block_integers(heads, totals, *grids, fold)
         return exact_assembled(grids, head, total, intercept)
 
-    def _exact_fold(self):
+    def _exact_fold(self, block_bound):
         """``(center, weight)`` where the exact sums fold a standardisation into
         the raw rows' block sums, else None (the rows are read as they are)."""
         return None
@@ -938,9 +956,13 @@ class StandardisedDesign(LinearDesign):
             Z -= self.center
         return standardised_rows(Z, 0.0, self.weight, Z)
 
-    def _exact_fold(self):
+    def _exact_fold(self, block_bound):
         return exact_fold(
-            self.center, self.weight, self.fit_intercept, self.intercept_column
+            self.center,
+            self.weight,
+            self.fit_intercept,
+            self.intercept_column,
+            block_bound,
         )
 
     def _exact_rows(self, chunk):

@@ -153,3 +153,11 @@ def test_invalid_dask_input_is_refused_before_any_release(dask_client):
             da.from_array(targets["reg"], chunks=2000),
             sample_weight=da.from_array(np.full(5000, 2.0), chunks=2000),
         )
+    # A non-finite target (numpy or dask) is refused as in memory: in a block sum
+    # it would turn 4096 records' contribution into NaN.
+    for value in (np.nan, np.inf):
+        y = targets["reg"].copy()
+        y[4321] = value
+        for target in (y, da.from_array(y, chunks=1500)):
+            with pytest.raises(ValueError, match="Input y contains NaN or infinity"):
+                HeavyTailedDPRidge().fit(da.from_array(X, chunks=2000), target)

@@ -228,3 +228,16 @@ def test_folded_rows_past_the_float_range_add_nothing():
     for other in sums[1:]:
         assert np.linalg.norm(other - sums[0]) <= 2 * C * (1 + 1e-9)
     assert np.isinf(StandardisedDesign(data, True, center, weight).row_norms()[0])
+
+
+def test_exact_fold_is_refused_where_raw_block_sums_could_overflow():
+    # |C_i x_ij| <= L / w_j + L |c_j| / a: the raw block sums of a fold stay in
+    # the float range only while B L max_j (1 / w_j + |c_j| / a) <= 2^1000 (a
+    # public rule); past it the rows are standardised before they are summed.
+    from skdpsco._design import exact_fold
+    from skdpsco._exact_sum import BLOCK_ROWS
+
+    center, weight = np.zeros(1), np.array([1e-236])
+    assert exact_fold(center, weight, True) is not None
+    assert exact_fold(center, weight, True, 1.0, BLOCK_ROWS * 1e-170) is not None
+    assert exact_fold(center, weight, True, 1.0, BLOCK_ROWS * 1e70) is None

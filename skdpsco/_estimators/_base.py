@@ -816,6 +816,10 @@ class DPClassifierMixin(_DaskScored, ClassifierMixin):
         (the public ``classes`` where given)."""
         if self.classes is None:
             classes = labels
+            if classes.dtype.kind == "f":
+                # -0.0 and 0.0 are one label; which sign np.unique keeps depends
+                # on the records' order (and on a dask chunking): release 0.0.
+                classes = classes + 0.0
         else:
             classes = np.unique(np.asarray(self.classes))
             unknown = np.setdiff1d(labels, classes)

@@ -82,9 +82,17 @@ class DaskInput:
             )
         if X.shape[0] < 2:
             raise ValueError(f"{self.name}: at least 2 samples are needed.")
-        if not bool(self._compute(import_dask("array").isfinite(X).all())):
+        da = import_dask("array")
+        if not bool(self._compute(da.isfinite(X).all())):
             # As scikit-learn's validation refuses NaN / inf in memory.
             raise ValueError(f"{self.name}: Input X contains NaN or infinity.")
+        if not est._is_dp_classifier:
+            if not np.issubdtype(y.dtype, np.number) or y.dtype.kind == "c":
+                raise ValueError(f"{self.name}: a dask y must hold real numbers.")
+            # A NaN target would turn its whole block's exact sum into NaN (one
+            # record moving 4096 records' contribution): refused, as in memory.
+            if not bool(self._compute(da.isfinite(y).all())):
+                raise ValueError(f"{self.name}: Input y contains NaN or infinity.")
         est.n_features_in_ = int(X.shape[1])
         for attribute in ("feature_names_in_",):
             est.__dict__.pop(attribute, None)

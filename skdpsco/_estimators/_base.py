@@ -558,8 +558,8 @@ class DPLinearModel(BaseEstimator):
     def _release_label_counts(self, target, spend, rng):
         """Release the label counts with ``spend`` (``{"rho": ...}`` or
         ``{"epsilon": ...}``); returns their ledger records. Only estimators
-        with a nonzero :meth:`_label_count_share` are asked."""
-        raise NotImplementedError
+        with a nonzero :meth:`_label_count_share` are asked: here, none."""
+        return []
 
     def _scale_target(self, target, rng, budget):
         """The standardised target, its released ``(center, scale)`` (arrays of

@@ -237,11 +237,16 @@ def accuracy(coef, n_test=200_000):
 def model(runs, m, key, workers):
     """Fit time at ``workers`` by the per-iteration cost model (module docstring)."""
     one = next(r for r in runs if r["workers"] == 1)
-    lat = runs[-1]["latency"]
     fit = one[key]
     per_pass = fit["seconds"] / fit["passes"]
-    t_chunk = max(per_pass - one["latency"], 0.0) / m
+    # Through the measured 1-worker point; the other counts check the model.
+    lat = min(one["latency"], per_pass)
+    t_chunk = (per_pass - lat) / m
     return [fit["passes"] * (math.ceil(m / w) * t_chunk + lat) for w in workers]
+
+
+#: The empty cells of a table row with fewer numbers.
+DASHES = "| - " * 6 + "|"
 
 
 def _mib(value):
@@ -270,7 +275,7 @@ def report(runs, memory_fit, n, sizes, data_bytes):
         ):
             fit = run[key]
             if "error" in fit:
-                print(f"| {run['workers']} | {label} | {fit['error']} |||||||")
+                print(f"| {run['workers']} | {label} | {fit['error']} {DASHES}")
                 continue
             print(
                 f"| {run['workers']} | {label} | {fit['seconds']:.1f} "
@@ -282,7 +287,7 @@ def report(runs, memory_fit, n, sizes, data_bytes):
             )
         print(
             f"| {run['workers']} | empty map/reduce over {m} tasks | "
-            f"{run['latency']:.3f} |||||||"
+            f"{run['latency']:.3f} {DASHES}"
         )
     print(
         f"\nIn memory (numpy, {memory_fit['rows']:,} rows): "
@@ -308,7 +313,7 @@ def figure(runs, m, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    workers = [1, 2, 4, 8, 16, 32]
+    workers = [1, 2, 4, 8, 16, 20, 32, 64]
     fig, ax = plt.subplots(figsize=(6, 4))
     for key, label, color in (
         ("skdpsco", "HeavyTailedDPLogistic (private)", "C0"),

@@ -1,7 +1,7 @@
 """
-=============================================
+===============================================
 Beyond one machine: the same model on a cluster
-=============================================
+===============================================
 
 :class:`~skdpsco.HeavyTailedDPLogistic` and :class:`~skdpsco.HeavyTailedDPRidge`
 fit dask arrays and dataframes on a ``dask.distributed`` cluster with their

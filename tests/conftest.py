@@ -31,7 +31,7 @@ def dask_client():
             n_workers=2,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # any free port (None still tries 8787)
         ) as cluster,
         distributed.Client(cluster) as client,
     ):

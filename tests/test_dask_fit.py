@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from skdpsco import (
+    GaussianWidthDPRegressor,
     HeavyTailedDPLogistic,
     HeavyTailedDPRidge,
+    SparseGradientDPClassifier,
     SparseGradientDPRegressor,
 )
 
@@ -85,6 +87,46 @@ def test_dask_fits_are_the_numpy_fit_bit_for_bit(
             np.testing.assert_array_equal(fitted.classes_, memory.classes_)
 
 
+#: Output perturbation (the sparse-gradient default): a strong public penalty
+#: keeps the certified solve's public iteration count small (at most 100).
+_SPARSE_N = 9000
+SPARSE_CASES = [
+    (SparseGradientDPRegressor, "reg", {"alpha": 0.2 * _SPARSE_N}),
+    (
+        SparseGradientDPRegressor,
+        "reg",
+        {"alpha": 0.2 * _SPARSE_N, "loss": "squared_error", "target_bound": 2.0},
+    ),
+    (SparseGradientDPClassifier, "binary", {"C": 5.0 / _SPARSE_N}),
+    (SparseGradientDPClassifier, "three", {"C": 5.0 / _SPARSE_N, "sparsity": 2}),
+]
+
+
+@pytest.mark.parametrize(
+    "Est, target, params",
+    SPARSE_CASES,
+    ids=["huber", "squared", "binary", "three"],
+)
+def test_output_perturbation_on_dask_is_the_numpy_fit_bit_for_bit(
+    dask_client, Est, target, params
+):
+    X, targets = _data(_SPARSE_N)
+    y = targets[target]
+    memory = Est(random_state=0, **params).fit(X, y)
+    assert 1 < memory.n_iter_[0] <= 100
+    assert np.all(memory.coef_ != 0)
+    for name, Xd, yd in _chunkings(X, y):
+        fitted = Est(random_state=0, **params).fit(Xd, yd)
+        np.testing.assert_array_equal(fitted.coef_, memory.coef_, err_msg=name)
+        np.testing.assert_array_equal(
+            fitted.intercept_, memory.intercept_, err_msg=name
+        )
+        assert fitted.privacy_spent_ == memory.privacy_spent_, name
+        np.testing.assert_array_equal(fitted.n_iter_, memory.n_iter_)
+    lazy = memory.predict(da.from_array(X, chunks=(2500, 4)))
+    np.testing.assert_array_equal(lazy.compute(), memory.predict(X))
+
+
 def test_weights_public_scaling_and_several_targets(dask_client):
     X, targets = _data()
     weight = np.random.default_rng(5).uniform(0, 1, N)
@@ -115,8 +157,10 @@ def test_unsupported_algorithms_refuse_dask_input_naming_the_supported(dask_clie
         with pytest.raises(TypeError, match=r"use one of \['clipped_gd'\]"):
             est.fit(Xd, yd)
         assert not hasattr(est, "coef_")
+    with pytest.raises(TypeError, match=r"use one of \['output_perturbation'\]"):
+        SparseGradientDPRegressor(algorithm="projection_gd").fit(Xd, yd)
     with pytest.raises(TypeError, match="no algorithm of this estimator does"):
-        SparseGradientDPRegressor().fit(Xd, yd)
+        GaussianWidthDPRegressor().fit(Xd, yd)
 
 
 def test_predictions_on_dask_are_lazy_and_equal_numpy(dask_client):

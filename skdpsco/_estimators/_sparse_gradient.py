@@ -7,6 +7,7 @@ The estimators validate, enforce the declared per-row bounds
 :mod:`skdpsco._mean_estimation` and :mod:`skdpsco.privacy`.
 """
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
@@ -14,6 +15,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._column_scaling import ColumnScaling
+from .._dask_design import DaskLinearDesign
 from .._design import LinearDesign
 from .._losses import get_loss
 from .._mean_estimation._sparse_mean import (
@@ -33,6 +35,7 @@ from .._solvers._sparse_exponential import sparse_exponential_mechanism
 from .._sparse_rows import ROW_BOUND_SLACK, enforce_row_bounds
 from ..privacy._params import PositiveFinite, PublicBound
 from ..utils._compat import Interval, StrOptions
+from ..utils._optional import is_dask_collection
 from ._algorithm import Algorithm, registry
 from ._base import (
     SCALING_PARAM_DOC,
@@ -113,6 +116,7 @@ def _fit_output_perturbation(est, problem, l2_penalty, budget, rng):
         plan=plan,
         radius=problem.radius,
         rng=rng,
+        gradient_bound=est._gradient_bound(problem),
     )
     return result, plan.noise_scale
 
@@ -258,7 +262,7 @@ _ALGORITHMS = registry(
         _runner(_fit_output_perturbation),
         "gdp-epsilon",
         requires_delta=False,
-        supports=frozenset({"max_iter"}),
+        supports=frozenset({"dask", "max_iter"}),
     ),
     Algorithm(
         "projection_gd",
@@ -337,6 +341,41 @@ class _SparseGradientBase(DPLinearModel):
             method=self.sparsity_enforcement,
         )
 
+    def _standardise(self, X, x_scaling):
+        if is_dask_collection(X):
+            # Lazily, chunk by chunk: the same map of each value as in memory.
+            return X.rechunk({1: -1}).map_blocks(x_scaling.transform, dtype=float)
+        return super()._standardise(X, x_scaling)
+
+    def _enforced_design(self, X, sparsity):
+        """The design of the rows mapped into the declared bounds; for a dask
+        design the per-row map runs chunk by chunk on the workers (each row's
+        bits depend on that row only, as in memory)."""
+        column = self._intercept_column()
+        if not isinstance(X, DaskLinearDesign):
+            return LinearDesign(
+                self._enforce(X, sparsity), self.fit_intercept, intercept_column=column
+            )
+        enforce = functools.partial(
+            enforce_row_bounds,
+            sparsity=sparsity,
+            row_norm_bound=self.row_norm_bound,
+            method=self.sparsity_enforcement,
+        )
+        return DaskLinearDesign(
+            X.X.map_blocks(enforce, dtype=float),
+            None,
+            self.fit_intercept,
+            intercept_column=column,
+            client=X.client,
+        )
+
+    def _gradient_bound(self, problem):
+        """Public ``G >= |phi'(x~_i . w, y_i)| ||x~_i||`` at every point the
+        certified solve evaluates (the grid of its exact gradient sums): ``L``,
+        where the loss's derivative is bounded everywhere."""
+        return problem.lipschitz
+
     def _check_supported(self, algorithm):
         """Checks on public values only (the sizes, the parameters)."""
         super()._check_supported(algorithm)
@@ -399,11 +438,7 @@ class _SparseGradientBase(DPLinearModel):
         n_features, n_outputs = fit_problem.n_features, fit_problem.n_outputs
         budget = fit_problem.budget
         coef_norm_bound = self._coef_norm_bound(n_features, n_outputs, budget, sparsity)
-        design = LinearDesign(
-            self._enforce(fit_problem.X, sparsity),
-            self.fit_intercept,
-            intercept_column=self._intercept_column(),
-        )
+        design = self._enforced_design(fit_problem.X, sparsity)
         loss, radius, target = self._loss(
             n_outputs, fit_problem.target, coef_norm_bound
         )
@@ -870,6 +905,14 @@ class SparseGradientDPRegressor(DPRegressorMixin, _SparseGradientBase):
         # |phi'(z, y)| = |z - y| <= R C + C_y on the ball ||w~|| <= R.
         sup_derivative = coef_norm_bound * row_bound + self.target_bound
         return sup_derivative * row_bound, row_bound**2
+
+    def _gradient_bound(self, problem):
+        if self.loss == "huber":
+            return problem.lipschitz
+        # The solve also evaluates extrapolated points y = x_k + m (x_k - x_{k-1})
+        # of iterates in the ball, m < 1 (Beck 2017, Section 10.7.7): ||y|| < 3R.
+        C = problem.row_bound
+        return (3.0 * problem.radius * C + self.target_bound) * C
 
     def _l2_penalty(self, problem):
         if self.alpha == "auto":

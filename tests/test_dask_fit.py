@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from skdpsco import (
     GaussianWidthDPRegressor,
@@ -187,6 +188,11 @@ def test_predictions_on_dask_are_lazy_and_equal_numpy(dask_client):
 
 def test_invalid_dask_input_is_refused_before_any_release(dask_client):
     X, targets = _data(5000)
+    sparse_chunks = da.from_array(X, chunks=2000).map_blocks(sp.csr_matrix)
+    for est in (SparseGradientDPRegressor(), HeavyTailedDPRidge()):
+        with pytest.raises(TypeError, match="dask array of sparse chunks"):
+            est.fit(sparse_chunks, da.from_array(targets["reg"], chunks=2000))
+        assert not hasattr(est, "coef_")
     bad = X.copy()
     bad[4321, 2] = np.nan
     with pytest.raises(ValueError, match="NaN or infinity"):

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils.multiclass import check_classification_targets
 
 from .._dask_design import DaskLinearDesign
@@ -75,6 +76,12 @@ class DaskInput:
             )
         if not np.issubdtype(X.dtype, np.number) or X.dtype.kind == "c":
             raise ValueError(f"{self.name}: a dask X must hold real numbers.")
+        if sp.issparse(getattr(X, "_meta", None)):
+            # The exact sums read dense blocks of rows.
+            raise TypeError(
+                f"{self.name}: a dask array of sparse chunks is not supported; "
+                "pass dense chunks, or a scipy.sparse matrix in memory."
+            )
         if y.shape[0] != X.shape[0] or y.ndim > 1 + (not est._is_dp_classifier):
             raise ValueError(
                 f"{self.name}: y of shape {y.shape} does not match X of shape "

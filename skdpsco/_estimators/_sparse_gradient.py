@@ -333,13 +333,18 @@ class _SparseGradientBase(DPLinearModel):
         of sparse input (public from then on), else None (``n_features``)."""
         return self.sparsity if self.sparsity is not None else released_row_nnz
 
-    def _enforce(self, X, sparsity):
-        return enforce_row_bounds(
-            X,
+    def _row_map(self, sparsity):
+        """The per-row map into the declared bounds (picklable: on dask input it
+        runs on the workers)."""
+        return functools.partial(
+            enforce_row_bounds,
             sparsity=sparsity,
             row_norm_bound=self.row_norm_bound,
             method=self.sparsity_enforcement,
         )
+
+    def _enforce(self, X, sparsity):
+        return self._row_map(sparsity)(X)
 
     def _standardise(self, X, x_scaling):
         if is_dask_collection(X):
@@ -356,14 +361,8 @@ class _SparseGradientBase(DPLinearModel):
             return LinearDesign(
                 self._enforce(X, sparsity), self.fit_intercept, intercept_column=column
             )
-        enforce = functools.partial(
-            enforce_row_bounds,
-            sparsity=sparsity,
-            row_norm_bound=self.row_norm_bound,
-            method=self.sparsity_enforcement,
-        )
         return DaskLinearDesign(
-            X.X.map_blocks(enforce, dtype=float),
+            X.X.map_blocks(self._row_map(sparsity), dtype=float),
             None,
             self.fit_intercept,
             intercept_column=column,

@@ -17,13 +17,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _load(relpath, name):
-    # A benchmark script imports its sibling modules, as when run from its folder.
+    # A benchmark script imports its sibling modules, as when run from its folder:
+    # the folder is on the path while it loads, last and only then, so that its
+    # scripts (benchmarks/distributed.py, benchmarks/sparse.py) never shadow the
+    # installed packages of the same name for the rest of the test session.
     folder = str((ROOT / relpath).parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location(name, ROOT / relpath)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    added = folder not in sys.path
+    if added:
+        sys.path.append(folder)
+    try:
+        spec = importlib.util.spec_from_file_location(name, ROOT / relpath)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if added:
+            sys.path.remove(folder)
     return module
 
 

@@ -735,7 +735,11 @@ def _search_size(frame):
     search = local.get("self")
     known = isinstance(results, dict) and "params" in results
     n_candidates = len(results["params"]) if known else None
-    return n_candidates, getattr(search, "n_splits_", None)
+    # scikit-learn < 1.7 sets n_splits_ only after the refit: its fit's local.
+    n_splits = getattr(search, "n_splits_", None)
+    if not isinstance(n_splits, int):
+        n_splits = local.get("n_splits")
+    return n_candidates, n_splits if isinstance(n_splits, int) else None
 
 
 def _workflow_frames(frame):

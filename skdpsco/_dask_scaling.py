@@ -101,6 +101,10 @@ def window_moment_integers(X, mid, half, grid, start=0):
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             z -= mid
             z /= half
+        # NaN only from 0 / 0 (half = 0: the window is the point mid, every
+        # clipped value is mid) or inf / inf (half = inf: every finite x - mid
+        # over it is 0): z = 0 in both, a function of the public window.
+        np.copyto(z, 0.0, where=np.isnan(z))
         np.clip(z, -1.0, 1.0, out=z)
         with np.errstate(under="ignore"):
             np.multiply(z, z, out=z2)

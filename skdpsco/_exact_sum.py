@@ -159,13 +159,28 @@ class SumGrid:
     def to_integers(self, sums):
         """Block sums on the grid: saturated at ``M``, rounded half to even, as int64.
 
-        A fixed map of each value: NaN (no finite contribution produces one) counts
-        as 0, an infinite value as ``M``.
+        A fixed map of each finite value. A NaN or infinite block sum is refused:
+        contributions bounded by ``L`` sum to at most ``B L`` per block, and the
+        callers keep every intermediate in the float range from public numbers
+        alone (:func:`~skdpsco._design.exact_fold`), so a non-finite sum is a
+        broken invariant, outside the sensitivity argument above (whose rounding
+        bound assumes no overflow); it must not be mapped to a value silently.
+
+        Raises
+        ------
+        FloatingPointError
+            If a block sum is NaN or infinite; the message holds only the public
+            grid (``n_samples``, ``B``, ``M``).
         """
         sums = np.asarray(sums, dtype=float)
-        sums = np.clip(
-            np.where(sums == sums, sums, 0.0), -self.block_bound, self.block_bound
-        )
+        if not np.all(np.isfinite(sums)):
+            raise FloatingPointError(
+                f"A non-finite block sum reached the exact-sum grid of "
+                f"{self.n_samples} rows in blocks of {self.block_rows} (block "
+                f"bound {self.block_bound!r}): the contributions broke their "
+                "public bound (an internal error, please report it)."
+            )
+        sums = np.clip(sums, -self.block_bound, self.block_bound)
         # Scaling by a power of two is exact (below 2^62 nothing overflows; a value
         # that underflows rounds to 0 either way), so rint rounds the exact ratio.
         with np.errstate(under="ignore"):

@@ -129,6 +129,20 @@ def test_window_moments_are_exact_block_sums_independent_of_the_layout():
         window_moment_integers(X[100:5000], mid, half, grid, 100)
 
 
+def test_degenerate_public_windows_standardise_to_zero():
+    """A window of half-width 0 (a column of one subnormal value) or of infinite
+    half-width standardises every value to 0: 0 / 0 and inf / inf are resolved
+    from the public window, never handed to the exact sums as NaN (refused there)."""
+    X = np.array([[5e-324, 1e308, 1.0], [5e-324, -1e308, 3.0]])
+    mid = np.array([5e-324, -1e308, 2.0])
+    half = np.array([0.0, np.inf, 2.0])
+    grid = moment_grid(2)
+    totals = window_moment_integers(X, mid, half, grid)
+    np.testing.assert_array_equal(
+        grid.to_float(totals), [[0.0, 0.0, 0.0], [0.0, 0.0, 0.5]]
+    )
+
+
 def test_the_moments_sensitivity_pays_the_summation_error():
     n = 10**6
     t = moment_sum_slack(moment_grid(n))

@@ -127,11 +127,31 @@ def test_unrepresentable_bounds_are_refused():
         SumGrid(1e300, 10**12, BLOCK_ROWS)
     with pytest.raises(ValueError, match="bound must be finite"):
         SumGrid(np.inf, 10, BLOCK_ROWS)
-    # NaN and inf block sums map to fixed integers (0 and the bound).
+    # Finite block sums saturate at the bound; subnormals round to 0.
     grid = SumGrid(1.0, 10, 4)
-    ints = grid.to_integers([np.nan, np.inf, -np.inf, 5e-324])
+    ints = grid.to_integers([1e300, -1e300, 5e-324, grid.block_bound])
     top = round(grid.block_bound / grid.grid)
-    assert ints.tolist() == [0, top, -top, 0]
+    assert ints.tolist() == [top, -top, 0, top]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_block_sums_are_refused_with_public_values_only(bad):
+    """A NaN or infinite block sum breaks the bounded-contribution invariant: it is
+    refused, not mapped to 0 or to the bound, and the message names the public grid
+    only (never the offending value or its position)."""
+    grid = SumGrid(1.0, 10, 4)
+    sums = np.array([[0.25, 1.5], [bad, 2.0]])
+    with pytest.raises(FloatingPointError) as info:
+        grid.to_integers(sums)
+    message = str(info.value)
+    assert message == (
+        "A non-finite block sum reached the exact-sum grid of 10 rows in blocks of "
+        f"4 (block bound {grid.block_bound!r}): the contributions broke their "
+        "public bound (an internal error, please report it)."
+    )
+    assert grid.block_bound == 4.0 * (1.0 + 2.0**-20)
+    with pytest.raises(FloatingPointError):
+        ExactAccumulator(grid, (2,)).add_block_sums(sums)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ import re
 
 import numpy as np
 import pytest
-from _helpers import dense_data, noiseless_fit, public_estimators
+import scipy.sparse as sp
+from _helpers import algorithms, dense_data, noiseless_fit, public_estimators
 from sklearn.linear_model import Ridge
 
 from skdpsco import (
@@ -191,3 +192,58 @@ def test_sparsify_and_densify_as_in_logistic_regression(Est):
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(est)).predict(X), labels)
     assert est.densify() is est and isinstance(est.coef_, np.ndarray)
     np.testing.assert_array_equal(est.coef_, dense_coef)
+
+
+def _sparse_configurations():
+    """(estimator, algorithm) pairs that fit on scipy.sparse X."""
+    return [
+        (Est, alg)
+        for Est in public_estimators()
+        for alg in algorithms(Est)
+        if Est(algorithm=alg).__sklearn_tags__().input_tags.sparse
+    ]
+
+
+@pytest.mark.parametrize(
+    "Est, algorithm",
+    _sparse_configurations(),
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_a_public_nonzero_center_is_refused_on_sparse_input(Est, algorithm):
+    """Sparse input is scaled, never centred (the zeros stay zeros), so a public
+    nonzero centre would be ignored by the fit yet shift the released intercept by
+    ``-c . coef``. Every family refuses it, from public inputs, before any release."""
+    X, y_reg, y_clf = dense_data(n=600)
+    X[np.abs(X) < 0.8] = 0.0
+    y = y_clf if Est._is_dp_classifier else y_reg
+    est = Est(algorithm=algorithm, scaling=(0.5, 2.0), random_state=0)
+    with pytest.raises(ValueError, match="nonzero center needs dense X") as info:
+        est.fit(sp.csr_matrix(X), y)
+    assert str(info.value) == (
+        f"{Est.__name__}: scaling=(center, scale) with a nonzero center needs "
+        "dense X (sparse input is scaled without centring); pass center=0 or "
+        "dense X."
+    )
+    assert not hasattr(est, "coef_")
+
+
+@pytest.mark.parametrize(
+    "Est",
+    sorted({E for E, _ in _sparse_configurations()}, key=lambda E: E.__name__),
+    ids=lambda E: E.__name__,
+)
+def test_a_public_zero_center_gives_sparse_input_the_dense_model(Est):
+    """With a public ``(0, scale)`` nothing is centred on either input: sparse and
+    dense ``X`` give the same released model (to float rounding), intercept
+    included."""
+    X, y_reg, y_clf = dense_data(n=600)
+    X[np.abs(X) < 0.8] = 0.0
+    y = y_clf if Est._is_dp_classifier else y_reg
+    models = [
+        Est(epsilon=2.0, scaling=(0.0, 2.0), random_state=0).fit(Xin, y)
+        for Xin in (X, sp.csr_matrix(X))
+    ]
+    for name in ("coef_", "intercept_"):
+        a, b = (np.atleast_1d(getattr(m, name)) for m in models)
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+        assert np.all(np.isfinite(a)) and np.any(a != 0)

@@ -106,7 +106,8 @@ SCALING_PARAM_DOC = """
         then apply to the standardised coefficients, as in glmnet. ``"none"``: the
         data are used as given; you assert they are on a public scale (e.g.
         standardised with public constants). ``(center, scale)``: public arrays
-        of shape ``(n_features,)`` (or scalars) used for the features; the target
+        of shape ``(n_features,)`` (or scalars) used for the features (a nonzero
+        ``center`` needs dense ``X``: sparse input is never centred); the target
         of a regressor is still scaled privately."""
 
 
@@ -487,7 +488,7 @@ class DPLinearModel(BaseEstimator):
         regression = not self._is_dp_classifier
         public = not isinstance(self.scaling, str)
         if public:
-            x_scaling = self._public_feature_scaling(d)
+            x_scaling = self._public_feature_scaling(d, sp.issparse(X))
             if not regression and not labels:
                 fit_scaling = self._fit_units(x_scaling, d)
                 return _Scaled(
@@ -597,8 +598,9 @@ class DPLinearModel(BaseEstimator):
         stack = import_dask("array").stack if is_dask_collection(target) else np.stack
         return stack(out, axis=1), (np.array(centers), np.array(scales)), records
 
-    def _public_feature_scaling(self, n_features):
-        """``scaling=(center, scale)``, checked (public arrays, no data read)."""
+    def _public_feature_scaling(self, n_features, sparse=False):
+        """``scaling=(center, scale)``, checked (public arrays and the public
+        input format ``sparse``, no data read)."""
         name = type(self).__name__
         if len(self.scaling) != 2:
             raise ValueError(
@@ -613,6 +615,15 @@ class DPLinearModel(BaseEstimator):
                 f"{name}: scaling=(center, scale) with a nonzero center needs "
                 "fit_intercept=True (a centred model has an intercept); pass "
                 "center=0 or fit_intercept=True."
+            )
+        if sparse and np.any(x_scaling.center != 0):
+            # Sparse input is scaled, never centred (the zeros stay zeros): a
+            # centre would be ignored by the fit yet shift the released
+            # intercept by -c w . coef (unscale_coef), in every family.
+            raise ValueError(
+                f"{name}: scaling=(center, scale) with a nonzero center needs "
+                "dense X (sparse input is scaled without centring); pass "
+                "center=0 or dense X."
             )
         return x_scaling
 

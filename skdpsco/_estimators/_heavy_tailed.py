@@ -592,14 +592,6 @@ class _HeavyTailedBase(DPLinearModel):
     def _standardise(self, X, x_scaling):
         if is_dask_collection(X):
             return dask_standardised_design(X, self.fit_intercept, x_scaling)
-        if sp.issparse(X) and np.any(x_scaling.center != 0):
-            # Sparse input is scaled, never centred (the zeros stay zeros): a
-            # centre would be ignored by the fit yet shift the released intercept.
-            raise ValueError(
-                f"{type(self).__name__}: scaling=(center, scale) with a nonzero "
-                "center needs dense X (sparse input is scaled without centring); "
-                "pass center=0 or dense X."
-            )
         # The solvers read the data through a design: the released scaling is
         # folded into its products where that is accurate (no standardised copy).
         return standardised_design(X, self.fit_intercept, x_scaling)

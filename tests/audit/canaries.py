@@ -36,6 +36,7 @@ __all__ = [
     "base_dataset",
     "case_names",
     "make_case",
+    "make_multiblock_case",
 ]
 
 #: Magnitude of the canary's features and label: extreme, yet finite in float64 with
@@ -197,6 +198,33 @@ def make_case(
     if task != "regression":
         assert np.array_equal(np.unique(y), np.unique(y_prime))
     return AuditCase(name, X, y, X_prime, y_prime, canary, index)
+
+
+def make_multiblock_case(task, kind, *, n_samples=9000, row=5000, base_samples=100):
+    """:func:`make_case` spread over several exact-sum blocks of rows.
+
+    The ``base_samples`` rows of ``make_case(task, kind)`` are repeated (cheap
+    background rows: the audit is about the placement of one record, not about the
+    data) up to ``n_samples`` rows, and the canary replaces the copy of the base
+    case's replaced record nearest to ``row``. With the defaults the rows span the
+    exact sums' blocks ``[0, 4096)``, ``[4096, 8192)`` and ``[8192, 9000)``, and
+    the canary sits in the middle block, not the first. The result is a
+    replace-one pair like :func:`make_case`'s (the same canary, label and
+    statistic; ``index`` is the canary's row in the repeated data).
+    """
+    base = make_case(task, kind, n_samples=base_samples)
+    m = base_samples
+    reps = -(-n_samples // m)
+    X = np.tile(base.X, (reps, 1))[:n_samples]
+    y = np.tile(base.y, reps)[:n_samples]
+    index = base.index + m * int(round((row - base.index) / m))
+    if not 0 <= index < n_samples:
+        raise ValueError(f"row {row} is outside the {n_samples} rows.")
+    X_prime, y_prime = X.copy(), y.copy()
+    X_prime[index] = base.X_prime[base.index]
+    y_prime[index] = base.y_prime[base.index]
+    name = f"{base.name}-{n_samples}rows-at{index}"
+    return AuditCase(name, X, y, X_prime, y_prime, base.canary, index)
 
 
 def case_names(estimator, *, extended=False, sparse=None):

@@ -427,6 +427,9 @@ def test_dask_audit_case_spans_blocks_and_matches_the_in_memory_fit():
     assert n == sum(DASK_X_CHUNKS) == sum(DASK_Y_CHUNKS) == 9000
     block = case.index // BLOCK_ROWS
     assert block == 1 and case.index == 4953
+    differs = np.any(case.X != case.X_prime, axis=1) | (case.y != case.y_prime)
+    assert np.flatnonzero(differs).tolist() == [case.index]
+    np.testing.assert_array_equal(case.X_prime[case.index], case.canary)
     inside = [
         b
         for chunks in (DASK_X_CHUNKS, DASK_Y_CHUNKS)

@@ -13,7 +13,9 @@ per aggregate; the rows stay on the workers. dask is imported lazily
 import numpy as np
 
 from ._design import (
+    DEFAULT_CHUNK_ROWS,
     LinearDesign,
+    StandardisedDesign,
     _block_predictions,
     _folded_head,
     block_row_norms,
@@ -168,6 +170,9 @@ class DaskLinearDesign:
 
     predictions_exact = True
     exact_sums = True
+    #: Entries of ``X`` (rows x columns) one gather of batch rows brings to the
+    #: client at most (32 MiB), unless one batch alone is larger (:meth:`batches`).
+    gather_entries = 2**22
 
     def __init__(
         self,
@@ -307,3 +312,71 @@ class DaskLinearDesign:
         return exact_assembled(
             grids, head, flat[head_size:].reshape(outputs), intercept
         )
+
+    def _compute_all(self, *collections):
+        # Unoptimised, so that a key computed again (the same rows gathered
+        # twice) always has the same task: graph fusion would alias it.
+        if self.client is None:
+            return import_dask("array").compute(*collections, optimize_graph=False)
+        futures = self.client.compute(list(collections), optimize_graph=False)
+        return self.client.gather(futures)
+
+    def _batch_design(self, rows):
+        """The in-memory design of gathered rows, the class and parameters that
+        :meth:`LinearDesign.subset` of the in-memory fit's design gives."""
+        if self.scaled is None:
+            return LinearDesign(
+                rows, self.fit_intercept, DEFAULT_CHUNK_ROWS, self.intercept_column
+            )
+        return StandardisedDesign(
+            rows,
+            self.fit_intercept,
+            *self.scaled,
+            DEFAULT_CHUNK_ROWS,
+            self.intercept_column,
+        )
+
+    def batches(self, schedule, y, sample_weight=None):
+        """The design, targets and weights of each batch of ``schedule``, read
+        from rows gathered from the workers several steps at a time.
+
+        The batches are drawn on the client, as in memory; the cluster only
+        serves their rows. Where the rows held do not cover a step, one compute
+        gathers the union of its batch and of the next ones
+        (``schedule.upcoming``), at most :attr:`gather_entries` entries of ``X``
+        in all (or the step's batch alone); each step then reads its rows from
+        there. Nothing of length ``n`` comes to the client.
+
+        Parameters
+        ----------
+        schedule : PoissonSchedule
+            Iterator of sorted index arrays, with ``upcoming(max_rows)``.
+        y : dask.array.Array of shape (n_samples,) or (n_samples, K)
+        sample_weight : dask.array.Array of shape (n_samples,) or None
+
+        Yields
+        ------
+        batch : LinearDesign
+            Equal, row for row and bit for bit, to :meth:`LinearDesign.subset`
+            of the rows in memory (the same floats, copied in the same order).
+        targets : ndarray
+        weights : ndarray or None
+        """
+        limit = max(1, self.gather_entries // max(self.n_features, 1))
+        held = None
+        for rows in schedule:
+            pos = None if held is None else np.searchsorted(held, rows)
+            if pos is None or (
+                rows.size and (pos[-1] >= held.size or np.any(held[pos] != rows))
+            ):
+                ahead = schedule.upcoming(limit - rows.size)
+                held = np.unique(np.concatenate([rows, *ahead]))
+                vectors = [v for v in (y, sample_weight) if v is not None]
+                X_held, *values = self._compute_all(
+                    self.X[held], *(self.aligned(v)[held] for v in vectors)
+                )
+                y_held = values[0]
+                w_held = None if sample_weight is None else values[1]
+                pos = np.searchsorted(held, rows)
+            weights = None if w_held is None else w_held[pos]
+            yield self._batch_design(X_held[pos]), y_held[pos], weights

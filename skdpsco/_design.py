@@ -492,6 +492,27 @@ class LinearDesign:
             self.X[rows], self.fit_intercept, self.chunk_rows, self.intercept_column
         )
 
+    def batches(self, schedule, y, sample_weight=None):
+        """The design, targets and weights of each batch of ``schedule`` (an
+        iterator of index arrays), one batch at a time.
+
+        Parameters
+        ----------
+        schedule : iterator of ndarray of int
+        y : ndarray of shape (n_samples,) or (n_samples, K)
+        sample_weight : ndarray of shape (n_samples,) or None
+
+        Yields
+        ------
+        batch : LinearDesign
+            :meth:`subset` of the rows.
+        targets : ndarray
+        weights : ndarray or None
+        """
+        for rows in schedule:
+            weights = None if sample_weight is None else sample_weight[rows]
+            yield self.subset(rows), y[rows], weights
+
     def parameter_shape(self, n_outputs):
         """``(dim,)`` for one output (vector parameters), ``(dim, K)`` for ``K``."""
         return (self.dim,) if n_outputs == 1 else (self.dim, n_outputs)

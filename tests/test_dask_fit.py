@@ -153,9 +153,12 @@ def test_weights_public_scaling_and_several_targets(dask_client):
 def test_unsupported_algorithms_refuse_dask_input_naming_the_supported(dask_client):
     X, targets = _data(5000)
     Xd, yd = da.from_array(X, chunks=2000), da.from_array(targets["reg"], chunks=2000)
-    for algorithm in ("catoni_gd", "dp_sgd", "sample_aggregate"):
+    supported = (
+        r"use one of \['clipped_gd', 'dp_sgd', 'aclipped_sgd', 'r_aclipped_sgd'\]"
+    )
+    for algorithm in ("catoni_gd", "sample_aggregate"):
         est = HeavyTailedDPRidge(algorithm=algorithm, random_state=0)
-        with pytest.raises(TypeError, match=r"use one of \['clipped_gd'\]"):
+        with pytest.raises(TypeError, match=supported):
             est.fit(Xd, yd)
         assert not hasattr(est, "coef_")
     with pytest.raises(TypeError, match=r"use one of \['output_perturbation'\]"):

@@ -438,7 +438,12 @@ def _accountant(oracle_class):
 #: subset on its dense rows (k x d, whatever the sparsity), so it keeps
 #: refusing sparse input. "dask": dask X is read through the dask design, whose
 #: exact sums equal the in-memory ones bit for bit (skdpsco._exact_sum; the
-#: sensitivity is that of the in-memory fit).
+#: sensitivity is that of the in-memory fit); for the Poisson-batch algorithms the
+#: batches are drawn on the client as in memory and the cluster serves their rows
+#: (DaskLinearDesign.batches), so every batch design is the in-memory one.
+_SGD_SUPPORTS = frozenset(
+    {"class_weight", "dask", "max_iter", "sample_weight", "sparse"}
+)
 _ALGORITHMS = registry(
     Algorithm(
         "clipped_gd",
@@ -475,7 +480,7 @@ _ALGORITHMS = registry(
     Algorithm(
         "dp_sgd",
         _sgd(_make_sgd_planner(PerExampleClipBatchOracle, "suffix", 1)),
-        supports=frozenset({"class_weight", "max_iter", "sample_weight", "sparse"}),
+        supports=_SGD_SUPPORTS,
     ),
     Algorithm(
         "aclipped_sgd",
@@ -484,7 +489,7 @@ _ALGORITHMS = registry(
                 AveragedClipBatchOracle, "uniform", 1, _ACLIP_STEP_DIVISOR
             )
         ),
-        supports=frozenset({"class_weight", "max_iter", "sample_weight", "sparse"}),
+        supports=_SGD_SUPPORTS,
     ),
     Algorithm(
         "r_aclipped_sgd",
@@ -496,7 +501,7 @@ _ALGORITHMS = registry(
                 _ACLIP_STEP_DIVISOR,
             )
         ),
-        supports=frozenset({"class_weight", "max_iter", "sample_weight", "sparse"}),
+        supports=_SGD_SUPPORTS,
     ),
 )
 

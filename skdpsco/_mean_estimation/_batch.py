@@ -39,6 +39,13 @@ class _PoissonBatchOracle(SingleMechanismOracle):
         self.expected_batch_ = float(sampling_rate) * n_samples
         return self
 
+    def replay_noise(self, shape, rng):
+        """Draw from ``rng`` what one :meth:`estimate` of a parameter of ``shape``
+        draws (one release of the mechanism, whose draws depend on the public
+        size only), and discard it: a look-ahead replays a copy of the fit's
+        stream with it (:class:`~skdpsco._solvers._sgd.PoissonSchedule`)."""
+        self.mechanism_.release(np.zeros(shape), rng)
+
 
 class PerExampleClipBatchOracle(_PoissonBatchOracle):
     """DP-SGD's estimate: sum of per-example clipped gradients + noise, over ``q n``.

@@ -15,6 +15,8 @@ this is valid for any ``epsilon`` and tighter than the paper's Theorem 5, which 
 each stage ``(epsilon_0, delta_0)``-DP and uses advanced composition.
 """
 
+import collections
+import copy
 import math
 
 import numpy as np
@@ -25,7 +27,93 @@ from ._gradient_descent import project_l2_ball
 from ._progress import NO_PROGRESS
 from ._result import SolverResult
 
-__all__ = ["noisy_sgd"]
+__all__ = ["PoissonSchedule", "noisy_sgd"]
+
+
+class PoissonSchedule:
+    """The Poisson batches of one stage (sorted index arrays, one per step), with a
+    look-ahead for a design that fetches rows ahead of the steps.
+
+    Iterating gives the batches :func:`~skdpsco.privacy._discrete.poisson_batches`
+    draws, from the fit's generator, exactly as without a look-ahead.
+    :meth:`upcoming` lists the batches of the next steps without changing what the
+    fit draws, nor in which order for a seeded generator: its stream is replayed
+    on a copy (each step draws its batch, then one release of the oracle, whose
+    draws depend on the public shape only:
+    :meth:`~skdpsco._mean_estimation._batch._PoissonBatchOracle.replay_noise`).
+    A secure generator's batches are drawn ahead for real: its draws are fresh OS
+    randomness, independent of the data and of one another, so drawing the
+    batches before the noise of earlier steps leaves the joint law of batches and
+    noise, hence the accounted mechanism, unchanged. The batches stay a function
+    of the generator only, never of the data.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    n : int
+    rate : float
+    count : int
+        Steps of the stage.
+    oracle : batch oracle
+        Calibrated; each step's estimate is one release of its mechanism.
+    shape : tuple of int
+        The parameter shape (the size of each release).
+    """
+
+    def __init__(self, rng, n, rate, count, oracle, shape):
+        self._rng, self._n, self._rate = rng, int(n), rate
+        self._left = int(count)
+        self._batches = poisson_batches(rng, n, rate, count)
+        self._ahead = collections.deque()
+        self._oracle, self._shape = oracle, shape
+        self._started = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._left == 0:
+            raise StopIteration
+        self._left -= 1
+        self._started = True
+        return self._ahead.popleft() if self._ahead else next(self._batches)
+
+    def upcoming(self, max_rows):
+        """The batches of the steps after the current one, as many as fit in
+        ``max_rows`` indices together (called between ``next`` and the step's
+        estimate).
+
+        Parameters
+        ----------
+        max_rows : int
+
+        Returns
+        -------
+        list of ndarray
+        """
+        if getattr(self._rng, "secure", False):
+            ahead, total = [], 0
+            while len(ahead) < self._left:
+                if len(ahead) == len(self._ahead):
+                    self._ahead.append(next(self._batches))
+                rows = self._ahead[len(ahead)]
+                if total + rows.size > max_rows:
+                    break
+                ahead.append(rows)
+                total += rows.size
+            return ahead
+        replay = copy.deepcopy(self._rng)
+        if self._started:
+            # The current step's noise, drawn after its batch.
+            self._oracle.replay_noise(self._shape, replay)
+        ahead, total = [], 0
+        for rows in poisson_batches(replay, self._n, self._rate, self._left):
+            if total + rows.size > max_rows:
+                break
+            ahead.append(rows)
+            total += rows.size
+            self._oracle.replay_noise(self._shape, replay)
+        return ahead
 
 
 def noisy_sgd(
@@ -51,8 +139,11 @@ def noisy_sgd(
 
     Parameters
     ----------
-    design : LinearDesign
-    y : ndarray of shape (n,)
+    design : LinearDesign or DaskLinearDesign
+        Its ``batches(schedule, y, sample_weight)`` gives each step's batch
+        design, targets and weights (in memory: ``design.subset(rows)``,
+        ``y[rows]``; on dask: the rows gathered from the workers).
+    y : ndarray or dask array of shape (n,)
     loss : loss object
     make_oracle : callable
         ``make_oracle(stage) -> batch oracle`` (``stage`` = 0, 1, ...), so a restart
@@ -77,7 +168,7 @@ def noisy_sgd(
         Released iterate of each stage (post-processing).
     n_stages : int
         1 for plain SGD; > 1 for the restarted schedule.
-    sample_weight : ndarray or None
+    sample_weight : ndarray, dask array or None
         Per-record weights in ``[0, 1]`` handed to the oracle (see
         :func:`noisy_gradient_descent`).
     progress : Progress or NoProgress, default=NO_PROGRESS
@@ -109,13 +200,13 @@ def noisy_sgd(
         start = {"suffix": T // 2, "uniform": 0, "last": T - 1}[averaging]
         W_sum = np.zeros(shape)
         # Drawn ahead in blocks from the secure source (one vectorised pass),
-        # step by step from a seeded generator.
-        batches = poisson_batches(rng, n, q, T)
+        # step by step from a seeded generator; a design may read them ahead
+        # (PoissonSchedule.upcoming) to fetch the rows of several steps at once.
+        schedule = PoissonSchedule(rng, n, q, T, oracle, shape)
+        batches = design.batches(schedule, y, sample_weight)
         for t in range(T):
-            rows = next(batches)
-            batch = design.subset(rows)
-            U = loss.derivative(batch.predict(W), y[rows])
-            weights = None if sample_weight is None else sample_weight[rows]
+            batch, targets, weights = next(batches)
+            U = loss.derivative(batch.predict(W), targets)
             grad = oracle.estimate(batch, U, rng, sample_weight=weights)
             W = project_l2_ball(
                 W - learning_rate * (grad + l2_penalty * penalised * W), radius

@@ -10,6 +10,8 @@ per aggregate; the rows stay on the workers. dask is imported lazily
 (:func:`~skdpsco.utils._optional.import_dask`).
 """
 
+import sys
+
 import numpy as np
 
 from ._design import (
@@ -313,13 +315,29 @@ class DaskLinearDesign:
             grids, head, flat[head_size:].reshape(outputs), intercept
         )
 
-    def _compute_all(self, *collections):
+    def _submit(self, *collections):
+        """Start computing ``collections`` on the client's cluster (the current
+        ``distributed`` client where the design has none); a callable that waits
+        for their values. Without a cluster client they are computed now."""
+        client = self.client
+        if client is None and "distributed" in sys.modules:
+            try:
+                client = sys.modules["distributed"].default_client()
+            except ValueError:  # no client: the default scheduler
+                client = None
         # Unoptimised, so that a key computed again (the same rows gathered
         # twice) always has the same task: graph fusion would alias it.
-        if self.client is None:
-            return import_dask("array").compute(*collections, optimize_graph=False)
-        futures = self.client.compute(list(collections), optimize_graph=False)
-        return self.client.gather(futures)
+        if client is None:
+            values = import_dask("array").compute(*collections, optimize_graph=False)
+            return lambda: values
+        futures = client.compute(list(collections), optimize_graph=False)
+        return lambda: client.gather(futures)
+
+    def _gather(self, rows, vectors):
+        """Start gathering the rows ``rows`` (sorted, unique) of ``X`` and of the
+        per-row ``vectors``; ``(rows, wait)``."""
+        parts = [self.X[rows]] + [self.aligned(v)[rows] for v in vectors]
+        return rows, self._submit(*parts)
 
     def _batch_design(self, rows):
         """The in-memory design of gathered rows, the class and parameters that
@@ -341,16 +359,18 @@ class DaskLinearDesign:
         from rows gathered from the workers several steps at a time.
 
         The batches are drawn on the client, as in memory; the cluster only
-        serves their rows. Where the rows held do not cover a step, one compute
-        gathers the union of its batch and of the next ones
-        (``schedule.upcoming``), at most :attr:`gather_entries` entries of ``X``
-        in all (or the step's batch alone); each step then reads its rows from
-        there. Nothing of length ``n`` comes to the client.
+        serves their rows. The rows of the next steps (``schedule.upcoming``)
+        are gathered in blocks, the union of their batches in one compute of at
+        most :attr:`gather_entries` entries of ``X`` (or one batch, where larger),
+        the next block while the steps of the current one run; a step reads its
+        rows from the block that holds them, or, where none does, from a block
+        gathered then from its own batch on. Nothing of length ``n`` comes to the
+        client: at most two blocks are held.
 
         Parameters
         ----------
         schedule : PoissonSchedule
-            Iterator of sorted index arrays, with ``upcoming(max_rows)``.
+            Iterator of sorted index arrays, with ``upcoming(max_rows, restart)``.
         y : dask.array.Array of shape (n_samples,) or (n_samples, K)
         sample_weight : dask.array.Array of shape (n_samples,) or None
 
@@ -363,20 +383,28 @@ class DaskLinearDesign:
         weights : ndarray or None
         """
         limit = max(1, self.gather_entries // max(self.n_features, 1))
-        held = None
+        vectors = [v for v in (y, sample_weight) if v is not None]
+        held, values, pending = np.zeros(0, dtype=np.intp), None, None
         for rows in schedule:
-            pos = None if held is None else np.searchsorted(held, rows)
-            if pos is None or (
-                rows.size and (pos[-1] >= held.size or np.any(held[pos] != rows))
-            ):
-                ahead = schedule.upcoming(limit - rows.size)
-                held = np.unique(np.concatenate([rows, *ahead]))
-                vectors = [v for v in (y, sample_weight) if v is not None]
-                X_held, *values = self._compute_all(
-                    self.X[held], *(self.aligned(v)[held] for v in vectors)
-                )
-                y_held = values[0]
-                w_held = None if sample_weight is None else values[1]
-                pos = np.searchsorted(held, rows)
-            weights = None if w_held is None else w_held[pos]
-            yield self._batch_design(X_held[pos]), y_held[pos], weights
+            if values is None or not _holds(held, rows):
+                if pending is not None and _holds(pending[0], rows):
+                    held, values = pending[0], pending[1]()
+                else:
+                    ahead = schedule.upcoming(limit - rows.size, restart=True)
+                    held = np.unique(np.concatenate([rows, *ahead]))
+                    values = self._gather(held, vectors)[1]()
+                pending = None
+                ahead = schedule.upcoming(limit)
+                if ahead:
+                    pending = self._gather(np.unique(np.concatenate(ahead)), vectors)
+            pos = np.searchsorted(held, rows)
+            X_rows, *picked = (v[pos] for v in values)
+            weights = None if sample_weight is None else picked[1]
+            yield self._batch_design(X_rows), picked[0], weights
+
+
+def _holds(held, rows):
+    """Whether the sorted unique ``held`` contains every entry of the sorted
+    ``rows``."""
+    pos = np.searchsorted(held, rows)
+    return rows.size == 0 or (pos[-1] < held.size and np.all(held[pos] == rows))

@@ -115,16 +115,17 @@ def test_sgd_weights_balanced_classes_public_scaling_and_two_targets(dask_client
 
 
 def _spy_gathers(monkeypatch, entries):
-    """Record the rows of every gather, with at most ``entries`` entries each."""
+    """Record the rows and the number of arrays of every gather, with at most
+    ``entries`` entries each."""
     sizes = []
-    compute = DaskLinearDesign._compute_all
+    gather = DaskLinearDesign._gather
 
-    def recording(self, *collections):
-        sizes.append([c.shape[0] for c in collections])
-        return compute(self, *collections)
+    def recording(self, rows, vectors):
+        sizes.append((rows.size, 1 + len(vectors)))
+        return gather(self, rows, vectors)
 
     monkeypatch.setattr(DaskLinearDesign, "gather_entries", entries)
-    monkeypatch.setattr(DaskLinearDesign, "_compute_all", recording)
+    monkeypatch.setattr(DaskLinearDesign, "_gather", recording)
     return sizes
 
 
@@ -140,9 +141,9 @@ def test_gathers_are_bounded_and_serve_several_steps(dask_client, monkeypatch):
     wd = da.from_array(weight, chunks=2000)
     _assert_same(_fit(HeavyTailedDPLogistic, Xd, yd, wd, **params), memory, "spy")
     rows = np.array(sizes)
-    # X, the target and the weights: the same rows, each gather within the
-    # bound (the batches of 95 rows on average stay far below it).
-    assert rows.shape[1] == 3 and np.all(rows == rows[:, :1])
+    # X, the target and the weights, each gather within the bound (the batches
+    # of 95 rows on average stay far below it).
+    assert np.all(rows[:, 1] == 3)
     assert rows[:, 0].max() <= limit < N
     # 2 epochs at q = 95 / 9000: 190 steps, about 18,000 row draws, served by
     # about 18,000 / 409 gathers (one per step would be 190).
@@ -173,12 +174,16 @@ def test_schedule_looks_ahead_without_changing_the_draws(secure):
     drawn, predicted = [], {}
     for t, rows in enumerate(schedule):
         drawn.append(rows)
-        if t % 7 == 0:
-            for k, ahead in enumerate(schedule.upcoming(120)):
-                predicted[t + 1 + k] = ahead
+        if t % 9 == 0:
+            # Two blocks: the second continues the first.
+            step = t + 1
+            for block in (schedule.upcoming(120, restart=True), schedule.upcoming(90)):
+                assert sum(rows.size for rows in block) <= 120
+                for rows in block:
+                    predicted[step], step = rows, step + 1
         # The step's estimate: one release of the oracle's noise.
         oracle.mechanism_.release(np.zeros(shape), rng)
-    assert len(drawn) == T and len(predicted) >= 15
+    assert len(drawn) == T and len(predicted) >= 25
     for t, rows in predicted.items():
         np.testing.assert_array_equal(rows, drawn[t])
     if not secure:

@@ -62,58 +62,71 @@ class PoissonSchedule:
 
     def __init__(self, rng, n, rate, count, oracle, shape):
         self._rng, self._n, self._rate = rng, int(n), rate
-        self._left = int(count)
+        self._count = int(count)
         self._batches = poisson_batches(rng, n, rate, count)
-        self._ahead = collections.deque()
         self._oracle, self._shape = oracle, shape
-        self._started = False
+        self._step = 0  # steps returned by next (the current one is the last)
+        self._listed = 0  # the next step upcoming lists
+        self._peeked = None  # its batch, where drawn but not listed
+        self._ahead = collections.deque()  # secure: batches drawn ahead
+        self._replay = None  # seeded: a copy of the generator and its batches
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        if self._left == 0:
+        if self._step == self._count:
             raise StopIteration
-        self._left -= 1
-        self._started = True
+        self._step += 1
         return self._ahead.popleft() if self._ahead else next(self._batches)
 
-    def upcoming(self, max_rows):
-        """The batches of the steps after the current one, as many as fit in
-        ``max_rows`` indices together (called between ``next`` and the step's
-        estimate).
+    def upcoming(self, max_rows, restart=False):
+        """The batches of the next steps not listed yet (from the one after the
+        current step, the last returned by ``next``), as many as fit in
+        ``max_rows`` indices together; called between ``next`` and the step's
+        estimate.
 
         Parameters
         ----------
         max_rows : int
+        restart : bool, default=False
+            List again from the step after the current one.
 
         Returns
         -------
         list of ndarray
         """
-        if getattr(self._rng, "secure", False):
-            ahead, total = [], 0
-            while len(ahead) < self._left:
-                if len(ahead) == len(self._ahead):
-                    self._ahead.append(next(self._batches))
-                rows = self._ahead[len(ahead)]
-                if total + rows.size > max_rows:
-                    break
-                ahead.append(rows)
-                total += rows.size
-            return ahead
-        replay = copy.deepcopy(self._rng)
-        if self._started:
-            # The current step's noise, drawn after its batch.
-            self._oracle.replay_noise(self._shape, replay)
+        if restart or self._listed < self._step:
+            self._listed, self._peeked, self._replay = self._step, None, None
         ahead, total = [], 0
-        for rows in poisson_batches(replay, self._n, self._rate, self._left):
-            if total + rows.size > max_rows:
+        while self._listed < self._count:
+            if self._peeked is None:
+                self._peeked = self._draw_ahead()
+            if total + self._peeked.size > max_rows:
                 break
-            ahead.append(rows)
-            total += rows.size
-            self._oracle.replay_noise(self._shape, replay)
+            ahead.append(self._peeked)
+            total += self._peeked.size
+            self._listed += 1
+            self._peeked = None
         return ahead
+
+    def _draw_ahead(self):
+        """The batch of step ``self._listed``."""
+        if getattr(self._rng, "secure", False):
+            while len(self._ahead) <= self._listed - self._step:
+                self._ahead.append(next(self._batches))
+            return self._ahead[self._listed - self._step]
+        if self._replay is None:
+            replay = copy.deepcopy(self._rng)
+            if self._step:
+                # The current step's noise, drawn after its batch.
+                self._oracle.replay_noise(self._shape, replay)
+            left = self._count - self._step
+            self._replay = (replay, poisson_batches(replay, self._n, self._rate, left))
+        replay, batches = self._replay
+        rows = next(batches)
+        self._oracle.replay_noise(self._shape, replay)
+        return rows
 
 
 def noisy_sgd(

@@ -152,7 +152,8 @@ class DaskLinearDesign:
     ``L`` on every row's contribution (it fixes the integer grid) and a
     picklable coefficient map that gets each chunk's targets and row norms:
     nothing of length ``n`` lives on the client). The row norms are computed
-    once and kept on the workers.
+    once and kept on the workers. For the Poisson-batch methods,
+    :meth:`batches` serves the rows of batches drawn on the client.
 
     Parameters
     ----------
@@ -325,12 +326,10 @@ class DaskLinearDesign:
                 client = sys.modules["distributed"].default_client()
             except ValueError:  # no client: the default scheduler
                 client = None
-        # Unoptimised, so that a key computed again (the same rows gathered
-        # twice) always has the same task: graph fusion would alias it.
         if client is None:
-            values = import_dask("array").compute(*collections, optimize_graph=False)
+            values = import_dask("array").compute(*collections)
             return lambda: values
-        futures = client.compute(list(collections), optimize_graph=False)
+        futures = client.compute(list(collections))
         return lambda: client.gather(futures)
 
     def _gather(self, rows, vectors):

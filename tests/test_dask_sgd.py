@@ -165,6 +165,27 @@ def test_secure_fits_gather_ahead_within_the_bound(dask_client, monkeypatch):
     assert 12 <= len(sizes) <= 30
 
 
+def test_a_wrong_look_ahead_costs_gathers_not_bits(dask_client, monkeypatch):
+    X, targets = _data()
+    y = targets["reg"]
+    params = {"algorithm": "aclipped_sgd", "batch_size": 900}
+    memory = _fit(HeavyTailedDPRidge, X, y, **params)
+    wrong, upcoming = np.random.default_rng(7), PoissonSchedule.upcoming
+
+    def guessed(self, max_rows, restart=False):
+        # Batches of the right sizes at the wrong places.
+        listed = upcoming(self, max_rows, restart)
+        return [np.sort(wrong.choice(N, rows.size, replace=False)) for rows in listed]
+
+    monkeypatch.setattr(PoissonSchedule, "upcoming", guessed)
+    sizes = _spy_gathers(monkeypatch, 2**22)
+    Xd, yd = da.from_array(X, chunks=(3001, 3)), da.from_array(y, chunks=5003)
+    _assert_same(_fit(HeavyTailedDPRidge, Xd, yd, **params), memory, "wrong")
+    # Every step gathers its own batch again (20 steps at q = 0.1), besides the
+    # blocks of wrong rows gathered ahead.
+    assert len(sizes) >= 20
+
+
 @pytest.mark.parametrize("secure", [False, True], ids=["seeded", "secure"])
 def test_schedule_looks_ahead_without_changing_the_draws(secure):
     n, q, T, shape = 500, 0.05, 40, (3,)

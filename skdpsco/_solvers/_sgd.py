@@ -45,7 +45,9 @@ class PoissonSchedule:
     randomness, independent of the data and of one another, so drawing the
     batches before the noise of earlier steps leaves the joint law of batches and
     noise, hence the accounted mechanism, unchanged. The batches stay a function
-    of the generator only, never of the data.
+    of the generator only, never of the data. A wrong look-ahead would cost only
+    time: a design reads a step's rows from what it gathered only where that
+    holds them.
 
     Parameters
     ----------

@@ -199,6 +199,22 @@ class DaskLinearDesign:
         self.dim = self.n_features + int(self.fit_intercept)
         self._norms = None
 
+    def row_mapped(self, row_map):
+        """The design of the rows mapped by ``row_map`` (a picklable function of
+        each row only), mapped chunk by chunk on the workers and kept there: each
+        row's bits are those of :meth:`LinearDesign.row_mapped` in memory."""
+        X = self.X
+        if self.scaled is not None:
+            X = X.map_blocks(standardised_rows, *self.scaled, dtype=float)
+        return DaskLinearDesign(
+            X.map_blocks(row_map, dtype=float),
+            None,
+            self.fit_intercept,
+            intercept_column=self.intercept_column,
+            block_rows=self.block_rows,
+            client=self.client,
+        )
+
     parameter_shape = LinearDesign.parameter_shape
     penalty_mask = LinearDesign.penalty_mask
 

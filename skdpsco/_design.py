@@ -41,6 +41,7 @@ __all__ = [
     "standardised_rows",
     "StandardisedDesign",
     "standardised_design",
+    "RowClip",
     "row_clip_scales",
     "row_l2_norms",
     "row_lr_norms",
@@ -192,6 +193,43 @@ def row_clip_scales(X, r, bound):
         tiny = scales < np.finfo(np.float64).tiny
         down = np.nextafter(np.nextafter(scales, 0.0), 0.0)
     return np.where(above, np.where(tiny, down, scales), 1.0)
+
+
+class RowClip:
+    """The per-row map ``x_i -> s_i x_i``, ``s_i = min(1, bound / ||x_i||_r)``.
+
+    Clipping a row to the public bound is a function of that row only
+    (:func:`row_clip_scales`), so the clipped rows are a dataset of their own,
+    neighbouring whenever the raw ones are. Picklable: on dask input it runs
+    chunk by chunk on the workers. Each chunk is read C-contiguous first, so
+    that a row's norm (a reduction along the row) is summed in the same order
+    whatever the layout or the chunk around it: the same bits in memory and on
+    every chunking.
+
+    Parameters
+    ----------
+    r : float
+        Norm index, ``1 <= r < inf``.
+    bound : float
+        Public bound, ``> 0``.
+    """
+
+    def __init__(self, r, bound):
+        self.r = float(r)
+        self.bound = float(bound)
+
+    def __call__(self, X):
+        if sp.issparse(X):
+            X = sp.csr_matrix(X)
+            scales = row_clip_scales(X, self.r, self.bound)
+            # A subnormal product underflows harmlessly (no warning for one
+            # record only).
+            with np.errstate(under="ignore"):
+                return sp.csr_matrix(X.multiply(scales[:, None]))
+        X = np.ascontiguousarray(X, dtype=float)
+        scales = row_clip_scales(X, self.r, self.bound)
+        with np.errstate(under="ignore"):
+            return X * scales[:, None]
 
 
 #: Sums of squares in this range lost no digit to underflow and did not overflow:
@@ -512,6 +550,20 @@ class LinearDesign:
         for rows in schedule:
             weights = None if sample_weight is None else sample_weight[rows]
             yield self.subset(rows), y[rows], weights
+
+    def row_mapped(self, row_map):
+        """The design of the rows mapped by ``row_map`` (a function of each row
+        only, e.g. :class:`RowClip`), as plain stored rows: dense rows are
+        mapped chunk by chunk into one new array, sparse ones at once."""
+        if sp.issparse(self.X):
+            X = row_map(self.matrix())
+        else:
+            X = np.empty((self.n_samples, self.n_features))
+            for rows in self._chunks(FUSED_CHUNK_ENTRIES):
+                X[rows] = row_map(self.block(rows))
+        return LinearDesign(
+            X, self.fit_intercept, self.chunk_rows, self.intercept_column
+        )
 
     def parameter_shape(self, n_outputs):
         """``(dim,)`` for one output (vector parameters), ``(dim, K)`` for ``K``."""

@@ -57,6 +57,9 @@ __all__ = [
     "check_chunk",
     "FOLD_LIMIT",
     "exact_mean_sensitivity",
+    "exact_sum_error",
+    "exact_sum_slack",
+    "float_sum_error",
     "folded_block_sums",
     "exact_weighted_sum",
 ]
@@ -414,3 +417,90 @@ def exact_mean_sensitivity(bound, n_samples, n_coordinates, block_rows=BLOCK_ROW
     block = (2.0 * gamma + 3.01 * _U) * B * (1.0 + 2.0 * FOLD_LIMIT)
     total = 2.0 * bound * (1.0 + block) + rounding + 2.0 * 3.001 * _U * norm
     return total / n * (1.0 + 2.0**-40)
+
+
+def exact_sum_slack(bound, n_samples, n_coordinates, block_rows=BLOCK_ROWS):
+    """What the floating-point summation adds to the sensitivity ``2 L / n``.
+
+    :func:`exact_mean_sensitivity` less ``2 L / n``: the rounding of the one
+    block a record changes, the grid rounding of that block, and the float
+    steps after the integer sum. A mechanism whose exact-arithmetic argument
+    bounds the mean's move by ``s <= 2 L / n`` in another way (Hölder's
+    inequality from a dual norm, say) releases the exactly summed mean with
+    sensitivity ``s + exact_sum_slack(L, n, p)``, by the triangle inequality
+    (the exact sums' rows have ``||C_i x~_i||_2 <= L``).
+
+    Parameters
+    ----------
+    bound : float
+        ``L``, the public l2 bound on every row's contribution.
+    n_samples : int
+    n_coordinates : int
+    block_rows : int, default=BLOCK_ROWS
+
+    Returns
+    -------
+    float
+        Positive: the ``1 + 2^-40`` of :func:`exact_mean_sensitivity` on ``2 L /
+        n`` is part of it, and covers the rounding of ``s +`` this value.
+    """
+    n = max(int(n_samples), 1)
+    exact = 2.0 * float(bound) / n
+    return exact_mean_sensitivity(bound, n_samples, n_coordinates, block_rows) - exact
+
+
+def exact_sum_error(bound, n_samples, n_coordinates, block_rows=BLOCK_ROWS):
+    """l2 bound on the error of one exactly summed mean ``X~^T C / n``.
+
+    For rows with ``||C_i x~_i||_2 <= L`` summed without a fold (the rows as
+    they are stored), the float result differs from the exact real mean of the
+    same float contributions by at most the float rounding of every block,
+    ``gamma_B B L`` each in l2 (Higham 2002, eq. 3.5, Minkowski's inequality),
+    ``gamma_B n L`` in all; the grid rounding of every block, ``g / 2`` per
+    coordinate of the head and at most ``g`` for the intercept's (its grid
+    times ``a`` is at most ``2 g``), below ``2 g sqrt(p)`` per block in l2;
+    and ``3.001 u`` of each coordinate for the float steps after the integer
+    sum (the conversion, the factor ``a``, the division by ``n``). The
+    saturation never acts (a block's float sum stays below ``B L (1 + gamma_B)
+    < M``). Unlike the sensitivity, every block's rounding counts here: this is
+    the public accuracy of a gradient that a certificate needs
+    (:mod:`skdpsco._solvers._certified`), about ``gamma_B L ~ 4.5e-13 L`` plus
+    ``2 n_blocks g sqrt(p) / n ~ 2^-61 n_blocks sqrt(p) L``.
+
+    Parameters
+    ----------
+    bound : float
+        ``L``.
+    n_samples : int
+    n_coordinates : int
+        ``p``, the number of summed coordinates (all outputs, intercept included).
+    block_rows : int, default=BLOCK_ROWS
+
+    Returns
+    -------
+    float
+        A public function of ``L``, ``n`` and ``p``; ``1 + 2^-40`` covers its own
+        evaluation in floating point.
+    """
+    grid = SumGrid(bound, n_samples, block_rows)
+    B, n = grid.block_rows, max(grid.n_samples, 1)
+    gamma = B * _U / (1.0 - B * _U)
+    sums = gamma * n * bound + grid.n_blocks * 2.0 * grid.grid * math.sqrt(
+        n_coordinates
+    )
+    norm = n * bound * (1.0 + _MARGIN) + sums
+    return (sums + 3.001 * _U * norm) / n * (1.0 + 2.0**-40)
+
+
+def float_sum_error(bound, n_samples):
+    """l2 bound on the error of a float mean ``X~^T C / n`` summed row by row.
+
+    A float sum of ``n`` terms errs by at most ``gamma_n sum_i |C_i x_ij|`` per
+    coordinate in any order of the additions (Higham 2002, eq. 3.5), at most
+    ``gamma_n n L`` in l2 for rows with ``||C_i x~_i||_2 <= L``; the division
+    by ``n`` adds ``u`` of each coordinate. The public accuracy of the sums of
+    sparse rows, which are not summed exactly.
+    """
+    n = max(int(n_samples), 1)
+    gamma = n * _U / (1.0 - n * _U) if n * _U < 0.5 else math.inf
+    return (gamma + 2.0 * _U) * float(bound) * (1.0 + 2.0**-40)

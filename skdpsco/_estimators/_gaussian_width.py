@@ -14,6 +14,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._constraints import make_constraint
+from .._dask_design import DaskLinearDesign
 from .._design import LinearDesign
 from .._losses import get_loss
 from .._solvers._mirror_descent import (
@@ -25,6 +26,7 @@ from .._solvers._objective_perturbation import approximate_objective_perturbatio
 from ..privacy._params import PositiveFinite, PublicBound
 from ..privacy._shuffling import shuffle_valid_local_epsilon
 from ..utils._compat import Interval, StrOptions
+from ..utils._optional import is_dask_collection
 from ._algorithm import Algorithm, registry
 from ._base import (
     SCALING_PARAM_DOC,
@@ -218,9 +220,12 @@ def _runner(name, solve):
     def run(problem):
         est = problem.estimator
         n_outputs = problem.n_outputs
+        design = problem.X
+        if not isinstance(design, DaskLinearDesign):
+            design = LinearDesign(design, est.fit_intercept)
         return solve(
             est,
-            LinearDesign(problem.X, est.fit_intercept),
+            design,
             problem.target,
             est._loss(n_outputs, name),
             n_outputs if n_outputs > 1 else 2,
@@ -238,18 +243,20 @@ def _runner(name, solve):
 #: Gaussians compose with them exactly ("gdp-epsilon"); the others split
 #: (epsilon, delta) with the scaling by basic composition. ``"auto"`` resolves,
 #: from public facts (the task and the number of classes), to the algorithm that
-#: measured best in benchmarks/gaussian_width.py.
+#: measured best in benchmarks/gaussian_width.py. The full-batch algorithms fit
+#: dask input ("dask": their gradients are exact block sums of the clipped rows);
+#: the one-record-per-step ones read the records in a sequence, not as sums.
 _ALGORITHMS = registry(
     Algorithm(
         "objective_perturbation",
         _runner("objective_perturbation", _run_objective_perturbation),
-        supports=frozenset({"max_iter"}),
+        supports=frozenset({"dask", "max_iter"}),
     ),
     Algorithm(
         "mirror_descent",
         _runner("mirror_descent", _run_mirror_descent),
         "gdp-epsilon",
-        supports=frozenset({"max_iter"}),
+        supports=frozenset({"dask", "max_iter"}),
     ),
     Algorithm(
         "phased_sgd",
@@ -366,6 +373,12 @@ class _GaussianWidthBase(DPLinearModel):
             return 2.0
         n_params = design.dim * loss.n_outputs(n_classes)
         return _default_geometry(self.constraint, n_params)
+
+    def _standardise(self, X, x_scaling):
+        if is_dask_collection(X):
+            # Lazily, chunk by chunk: the same map of each value as in memory.
+            return X.rechunk({1: -1}).map_blocks(x_scaling.transform, dtype=float)
+        return super()._standardise(X, x_scaling)
 
     def _check_supported(self, algorithm):
         super()._check_supported(algorithm)

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._design import row_clip_scales, row_lr_norms
+from .._design import RowClip, row_clip_scales, row_lr_norms
+from .._exact_sum import exact_sum_error, exact_sum_slack, float_sum_error
 from ..privacy._accounting import approx_dp_to_gdp
 from ..privacy._discrete import uniform_permutation
 from ..privacy._mechanisms import (
@@ -238,6 +239,73 @@ def _weighted_sum(design, C, scales):
     return out
 
 
+def rounding_slack(n_features):
+    """``1 + (d + 16) eps``: a public factor on a row bound that covers the
+    rounding of a clipped row's norm (a sum of ``d`` terms: ``gamma_d``, Higham
+    2002, eq. 3.5; :func:`~skdpsco._design.row_clip_scales` keeps the clipped
+    row within the bound up to that rounding) and of a loss derivative."""
+    return 1.0 + (float(n_features) + 16.0) * np.finfo(float).eps
+
+
+def clipped_row_l2_bound(row_norm_bound, q, n_features, fit_intercept):
+    """Public bound on ``||[s_i x_i, 1]||_2`` for rows clipped to ``||s_i x_i||_q
+    <= R`` (:class:`~skdpsco._design.RowClip`), ``q >= 2``: ``||v||_2 <= d^{1/2 -
+    1/q} ||v||_q`` (Hölder), the intercept column adding 1 in quadrature; times
+    :func:`rounding_slack`."""
+    d = max(int(n_features), 1)
+    bound = float(row_norm_bound) * d ** max(0.0, 0.5 - 1.0 / float(q))
+    if fit_intercept:
+        bound = math.hypot(bound, 1.0)
+    return bound * rounding_slack(n_features)
+
+
+class RowDerivative:
+    """``C_i = phi'(z_i, y_i)``, the coefficients of a gradient's row sum, with
+    the targets clipped to ``[-R_y, R_y]`` where a bound is given (a function of
+    one record). Picklable: on dask input it runs on the workers."""
+
+    def __init__(self, loss, target_bound=None):
+        self.loss = loss
+        self.target_bound = None if target_bound is None else float(target_bound)
+
+    def __call__(self, Z, y, row_norms=None):
+        if self.target_bound is not None:
+            y = np.clip(y, -self.target_bound, self.target_bound)
+        return self.loss.derivative(Z, y)
+
+
+def gradient_sum(design, W, derivative, bound, y):
+    """``X~^T C`` with ``C = derivative(X~ W, y)`` for stored rows (clipped
+    already): summed exactly (:mod:`skdpsco._exact_sum`) where the design can
+    (dense rows in memory, dask rows: the same bits), with the public ``bound``
+    ``>= ||C_i x~_i||_2`` fixing the grid; sparse rows in float."""
+    if design.exact_sums:
+        return design.exact_fused_sum(W, derivative, bound, y)
+    return design.weighted_sum(derivative(design.predict(W), y))
+
+
+def summation_error(design, bound, n_coordinates):
+    """Public l2 bound on the error of :func:`gradient_sum` over ``n`` for
+    ``n_coordinates`` summed coordinates
+    (:func:`~skdpsco._exact_sum.exact_sum_error` for exact sums,
+    :func:`~skdpsco._exact_sum.float_sum_error` for float ones)."""
+    if design.exact_sums:
+        return exact_sum_error(bound, design.n_samples, n_coordinates)
+    return float_sum_error(bound, design.n_samples)
+
+
+def summation_slack(design, bound, n_coordinates):
+    """What the summation adds to a gradient mean's l2 sensitivity: the exact
+    sums' :func:`~skdpsco._exact_sum.exact_sum_slack` (the one changed block's
+    rounding, its grid rounding, the float steps after the integer sum), or for
+    float sums the error of each of the two neighbouring means,
+    ``2`` :func:`~skdpsco._exact_sum.float_sum_error` (Casacuberta et al. 2022,
+    Section 4: a float sum's rounding differs between neighbours)."""
+    if design.exact_sums:
+        return exact_sum_slack(bound, design.n_samples, n_coordinates)
+    return 2.0 * float_sum_error(bound, design.n_samples)
+
+
 #: Entries per dense block of rows walked by the one-record-at-a-time loops.
 _DENSE_BLOCK_ENTRIES = 2**20
 
@@ -365,10 +433,20 @@ def noisy_mirror_descent(
     w.r.t. ``||.||_p`` is ``beta = loss.smoothness * R~_q^2``. The loss must be
     Lipschitz on all of ``R^d`` (logistic, multinomial, Huber; not squared).
 
+    The clipped rows are stored (one copy of ``X``; on dask, mapped chunk by
+    chunk on the workers) and every full-batch gradient is summed exactly
+    (:mod:`skdpsco._exact_sum`; dense rows in memory and dask rows give the
+    same bits), with the public l2 bound ``loss.lipschitz ||[s_i x_i, 1]||_2
+    <= loss.lipschitz sqrt(d^{1 - 2/q} R_q^2 + 1)`` fixing the grid. The Gaussian
+    noise's l2-sensitivity is Hölder's ``2 L d^{1/2 - 1/q} / n`` of the exact mean
+    plus the summation's slack (:func:`summation_slack`: the changed block's
+    rounding, the grid, the float steps; sparse rows summed in float pay twice
+    the float sum's error bound instead).
+
     Parameters
     ----------
-    design : LinearDesign
-    y : ndarray of shape (n,)
+    design : LinearDesign or DaskLinearDesign
+    y : ndarray of shape (n,) (a dask array for a dask design)
     loss : loss object with finite ``lipschitz`` (per unit row norm)
     p : float
         ``1 < p < 2``.
@@ -414,6 +492,7 @@ def noisy_mirror_descent(
     L = loss.lipschitz * R
     beta = loss.smoothness * R**2
     d = geom.dim
+    d_x = design.n_features
     if n_iter == "auto":
         eps_t = 1.0 if math.isinf(epsilon) else epsilon
         base = n * eps_t * geom.kappa / math.sqrt(d * math.log(1.0 / delta))
@@ -422,11 +501,26 @@ def noisy_mirror_descent(
     if alpha_reg == "auto":
         alpha_reg = 4.0 * beta / n_iter * math.log2(max(n / n_iter, 1.0))
     alpha_reg = float(alpha_reg)
-    # One record moves the mean gradient by <= 2L/n in ||.||_q: l2 by Hölder.
-    sensitivity = 2.0 * L / n * l2_sensitivity_factor(geom)
+    # Rows clipped to ||x||_q <= R_q: a map of each row (before anything else
+    # reads it), so the clipped rows are the dataset the argument is about.
+    clipped = design.row_mapped(RowClip(geom.q, row_norm_bound))
+    # Public l2 bound on every row's gradient ||phi' x~_i||_2 (the grid of the
+    # exact sums): |phi'| (||phi'||_2 for several outputs) <= loss.lipschitz.
+    bound = (
+        loss.lipschitz
+        * clipped_row_l2_bound(row_norm_bound, geom.q, d_x, design.fit_intercept)
+        * rounding_slack(1)
+    )
+    # One record moves the exact mean gradient by <= 2L/n in ||.||_q: l2 by
+    # Hölder; the summation's rounding moves the computed mean by at most the
+    # slack more (triangle inequality; doc/privacy.rst, "Floating-point
+    # summation").
+    sensitivity = 2.0 * L / n * l2_sensitivity_factor(geom) + summation_slack(
+        clipped, bound, d
+    )
     sigma = mirror_descent_noise_scale(sensitivity, n_iter, epsilon, delta)
     _check_noise(epsilon, sensitivity, sigma, "Algorithm 3")
-    scales = _clip_scales(design, geom.q, row_norm_bound)
+    derivative = RowDerivative(loss)
 
     y_dual = np.zeros(shape)
     w = np.zeros(shape)
@@ -439,8 +533,7 @@ def noisy_mirror_descent(
         sensitivity, sigma, name="Gaussian full-batch gradients (Alg. 3)"
     )
     for t in range(n_iter):
-        U = loss.derivative(_predict(design, w, scales), y)
-        grad = _weighted_sum(design, U, scales) / n
+        grad = gradient_sum(clipped, w, derivative, bound, y) / n
         noisy = gradient.release(grad, rng)
         y_dual = (beta * y_dual - noisy) / (beta + alpha_reg)
         w = geom.grad_phi_star(y_dual)

@@ -57,6 +57,7 @@ import numpy as np
 from scipy import stats
 
 from .._constraints import Box, GroupL12Ball
+from .._design import RowClip
 from ..privacy._accounting import calibrate_analytic_gaussian
 from ..privacy._discrete import COUPLING_SIGMA
 from ..privacy._mechanisms import (
@@ -67,7 +68,12 @@ from ..privacy._mechanisms import (
 )
 from ..utils._validation import check_real
 from ._certified import _ROUNDING_FACTOR, certified_minimize_fixed
-from ._mirror_descent import _clip_scales, _predict, _weighted_sum
+from ._mirror_descent import (
+    RowDerivative,
+    gradient_sum,
+    rounding_slack,
+    summation_error,
+)
 from ._result import SolverResult
 
 __all__ = [
@@ -191,6 +197,7 @@ def objective_perturbation_constants(
     lam_obj="auto",
     l2_penalty=0.0,
     opt_tol="auto",
+    gradient_error=0.0,
 ):
     """All public constants of Algorithms 1/2, before any data.
 
@@ -213,6 +220,10 @@ def objective_perturbation_constants(
         ``2K`` for the multinomial loss (``chi_m`` tail of ``sigma1``).
     lam_obj, l2_penalty, opt_tol
         See :func:`approximate_objective_perturbation`.
+    gradient_error : float, default=0.0
+        Public bound ``E`` on the absolute error of a computed gradient of the
+        data term (:func:`_gradient_error`): the certificate adds ``E / mu_J``
+        (:mod:`._certified`), so ``gamma``'s floor holds ``8 E / mu_J`` more.
 
     Returns
     -------
@@ -240,12 +251,16 @@ def objective_perturbation_constants(
     # projection inequality). It replaces Theorem 2's alpha, whose printed n^(3/2)
     # Remark 1 and this bound make n^(5/2).
     rho = L / (mu_J * n)
+    # The certificate's relative rounding margin (64 eps, _certified) and its
+    # absolute one, the summation error E: at the floor certify_tol = gamma / 2
+    # is at least 8 times each (objective_perturbation_iterations asks the rate
+    # for what they leave).
     gamma_floor = (
         1e3
         * np.finfo(float).eps
         * (L + mu_J * r_max + 3.0 * sigma1 * math.sqrt(dim) / n + beta * r_max)
-        / mu_J
-    )
+        + 8.0 * float(gradient_error)
+    ) / mu_J
     if opt_tol == "auto":
         if private:
             # The paper's alpha grows as epsilon^2, so above epsilon = 1 the solve
@@ -356,7 +371,15 @@ def objective_noise_grid(sigma1, n_params, n, mu, gamma, epsilon, delta):
 
 
 def objective_perturbation_iterations(
-    *, start_gradient, start_distance, gradient_bound, r_max, mu, smoothness, tol
+    *,
+    start_gradient,
+    start_distance,
+    gradient_bound,
+    r_max,
+    mu,
+    smoothness,
+    tol,
+    gradient_error=0.0,
 ):
     """Public number of V-FISTA iterations after which the certificate provably holds.
 
@@ -419,6 +442,9 @@ def objective_perturbation_iterations(
         Strong convexity and smoothness of ``J`` (``0 < mu <= smoothness``).
     tol : float
         Distance the certificate must reach.
+    gradient_error : float, default=0.0
+        Public bound on the computed gradient's absolute error, part of the
+        certificate's margin (:mod:`._certified`).
 
     Returns
     -------
@@ -429,7 +455,10 @@ def objective_perturbation_iterations(
     if kappa <= 1.0:  # a multiple of ||.||^2 plus a linear term: one step is exact
         return 1
     eps = np.finfo(float).eps
-    margin = _ROUNDING_FACTOR * eps * 2.0 * (gradient_bound + H * r_max) / mu
+    margin = (
+        _ROUNDING_FACTOR * eps * 2.0 * (gradient_bound + H * r_max)
+        + float(gradient_error)
+    ) / mu
     # Even at gamma's floor (objective_perturbation_constants) the margin is a
     # fraction of tol; should it not be (extreme delta or epsilon), a quarter of
     # tol is still asked of the rate: the certificate may then fail, which
@@ -458,6 +487,37 @@ class _PublicPlan:
     constants: dict
     feasible: _ProductSet
     grid: ObjectiveNoiseGrid | None
+    row_gradient_bound: float
+    summation_error: float
+
+
+def _row_gradient_bound(loss, R_aug, r_max, R_y, n_features):
+    """Public ``G >= |phi'(x~_i . w, y_i)| ||x~_i||_2`` at every point the
+    certified solve evaluates: the grid of its exact gradient sums.
+
+    Logistic and multinomial: ``loss.lipschitz R_aug``, at every ``w``. Squared:
+    ``|x~ . w - y| <= R_aug ||w|| + R_y``, and the solve evaluates the iterates
+    (in ``C``, ``||x_k|| <= R_max``), the certificate's points (in ``C``) and the
+    extrapolated points ``x_k + m (x_k - x_{k-1})``, ``m < 1`` (Beck 2017,
+    §10.7.7), of norm below ``3 R_max``: ``G = R_aug (3 R_max R_aug + R_y)``.
+    Times :func:`~._mirror_descent.rounding_slack` (the clipped row's norm, the
+    projection's and the products' roundings).
+    """
+    slack = rounding_slack(n_features)
+    if R_y is None:
+        return loss.lipschitz * R_aug * slack**2
+    return R_aug * (3.0 * r_max * R_aug + R_y) * slack**3
+
+
+def _gradient_error(design, bound, n_params, noise_norm):
+    """Public bound ``E`` on ``||computed grad J - grad J||_2`` (:mod:`._certified`):
+    the data term's summation error (:func:`~._mirror_descent.summation_error`:
+    every block's rounding and grid rounding of the exact sums, or the float
+    sum's error) and the two additions of ``G / n`` and ``2 c w`` (``2.01 u`` of
+    ``G`` and of ``||G|| / n``; the penalty's share is in the relative margin).
+    """
+    u = 2.0**-53
+    return summation_error(design, bound, n_params) + 2.01 * u * (bound + noise_norm)
 
 
 def _public_plan(design, loss, constraint, K, epsilon, delta, bounds, options):
@@ -487,6 +547,10 @@ def _public_plan(design, loss, constraint, K, epsilon, delta, bounds, options):
     # 1/2): module docstring.
     beta = loss.smoothness * R_aug**2
     n_params = dim * K
+    G_row = _row_gradient_bound(loss, R_aug, r_max, R_y, d)
+    # The summation's share of the certificate's margin (the noise's share is
+    # in gamma's floor already: 1e3 eps 3 sigma1 sqrt(p) / n).
+    sum_error = _gradient_error(design, G_row, n_params, 0.0)
     k = objective_perturbation_constants(
         n=n,
         dim=n_params,
@@ -504,6 +568,7 @@ def _public_plan(design, loss, constraint, K, epsilon, delta, bounds, options):
         lam_obj=lam_obj,
         l2_penalty=l2_penalty,
         opt_tol=opt_tol,
+        gradient_error=sum_error,
     )
     grid = (
         objective_noise_grid(
@@ -525,6 +590,8 @@ def _public_plan(design, loss, constraint, K, epsilon, delta, bounds, options):
         constants=k,
         feasible=_ProductSet(constraint, d, B),
         grid=grid,
+        row_gradient_bound=G_row,
+        summation_error=sum_error,
     )
 
 
@@ -562,6 +629,7 @@ def _auto_iterations(plan, loss, w0, n, epsilon, delta):
         mu=mu_J,
         smoothness=plan.smoothness + mu_J,
         tol=k["certify_tol"],
+        gradient_error=plan.summation_error + 2.01 * 2.0**-53 * noise,
     )
 
 
@@ -578,9 +646,16 @@ def _clipped_targets(y, loss, K, R_y):
     return y
 
 
-def _certified_solve(design, y, loss, scales, G, plan, w0, n_iter):
-    """``theta_2``: ``n_iter`` V-FISTA steps on ``J`` (clipped rows, noise ``G``),
-    certified within ``gamma / 2`` of the exact minimiser or raising.
+def _certified_solve(design, y, derivative, G, plan, w0, n_iter):
+    """``theta_2``: ``n_iter`` V-FISTA steps on ``J`` (``design``: the clipped
+    rows; noise ``G``), certified within ``gamma / 2`` of the exact minimiser or
+    raising.
+
+    The data term's gradients are summed exactly where the design can
+    (:func:`~._mirror_descent.gradient_sum`, with the public bound
+    ``plan.row_gradient_bound``: the same bits for dense rows in memory and dask
+    rows), and the certificate adds their public error bound
+    (:func:`_gradient_error`) to its residual.
 
     The solve runs the public count in full and certifies once at the end:
     stopping at the certificate took a number of iterations, hence a running
@@ -595,11 +670,12 @@ def _certified_solve(design, y, loss, scales, G, plan, w0, n_iter):
     n = design.n_samples
     k = plan.constants
     c_tot, mu_J = k["c_tot"], k["mu_J"]
+    bound = plan.row_gradient_bound
+    noise = G / n
 
     def value_and_grad(w):
-        z = _predict(design, w, scales)
-        grad = _weighted_sum(design, loss.derivative(z, y), scales) / n
-        return None, grad + G / n + 2.0 * c_tot * w
+        grad = gradient_sum(design, w, derivative, bound, y) / n
+        return None, grad + noise + 2.0 * c_tot * w
 
     return certified_minimize_fixed(
         value_and_grad,
@@ -609,6 +685,8 @@ def _certified_solve(design, y, loss, scales, G, plan, w0, n_iter):
         smoothness=plan.smoothness + mu_J,
         tol=k["certify_tol"],
         n_iter=n_iter,
+        gradient_error=plan.summation_error
+        + 2.01 * 2.0**-53 * float(np.linalg.norm(noise)),
     )
 
 
@@ -736,8 +814,13 @@ def approximate_objective_perturbation(
         max_iter = _auto_iterations(plan, loss, w0, n, epsilon, delta)
 
     # ---- private phase ----
-    scales = _clip_scales(design, 2.0, plan.R_z)
-    y = _clipped_targets(y, loss, K, plan.R_y)
+    # Rows clipped to ||x_i||_2 <= R_z and stored (a map of each row; on dask
+    # chunk by chunk), targets clipped to [-R_y, R_y] in the row map of the
+    # derivative (in memory also here, with the check of the class codes).
+    design = design.row_mapped(RowClip(2.0, plan.R_z))
+    if isinstance(y, np.ndarray):
+        y = _clipped_targets(y, loss, K, plan.R_y)
+    derivative = RowDerivative(loss, plan.R_y)
     # Objective perturbation: replacing one record moves n grad L^(theta*) by at
     # most 2L, inside a fixed subspace of dimension m (Theorem 1; sigma_1 above):
     # the exact minimiser's release is (eps/2, delta/2)-DP. G is drawn on a public
@@ -751,7 +834,7 @@ def approximate_objective_perturbation(
         name="objective perturbation of the exact minimiser (SZW Thm 1)",
     )
     G = objective_noise.draw(plan.shape, rng)
-    result = _certified_solve(design, y, loss, scales, G, plan, w0, int(max_iter))
+    result = _certified_solve(design, y, derivative, G, plan, w0, int(max_iter))
     # Output perturbation: ||theta_2 - theta*(D, G)|| <= gamma/2 is certified, and
     # coupling G' so that theta*(D', G') = theta*(D, G) gives ||theta_2 - theta_2'||
     # <= 2 gamma: Gaussian mechanism of sensitivity 2 gamma (Frobenius

@@ -25,6 +25,9 @@ from ._exact_sum import (
     block_integers,
     block_sums,
     check_chunk,
+    exact_sum_error,
+    exact_sum_slack,
+    float_sum_error,
     n_blocks,
 )
 from .utils._sparse import fresh_view
@@ -40,6 +43,8 @@ __all__ = [
     "standardised_norms",
     "standardised_rows",
     "StandardisedDesign",
+    "summation_error",
+    "summation_slack",
     "standardised_design",
     "RowClip",
     "row_clip_scales",
@@ -1144,3 +1149,26 @@ def standardised_design(X, fit_intercept, scaling=None):
     if fold and fold_is_accurate(n, d, scaling.center, scaling.weight):
         return StandardisedDesign(X, fit_intercept, scaling.center, scaling.weight)
     return LinearDesign(scaling.transform(X), fit_intercept)
+
+
+def summation_error(design, bound, n_coordinates):
+    """Public l2 bound on the error of a computed mean ``X~^T C / n`` of the
+    design's rows (``||C_i x~_i||_2 <= bound``), ``n_coordinates`` summed
+    coordinates
+    (:func:`~skdpsco._exact_sum.exact_sum_error` for exact sums,
+    :func:`~skdpsco._exact_sum.float_sum_error` for float ones)."""
+    if design.exact_sums:
+        return exact_sum_error(bound, design.n_samples, n_coordinates)
+    return float_sum_error(bound, design.n_samples)
+
+
+def summation_slack(design, bound, n_coordinates):
+    """What the summation adds to a gradient mean's l2 sensitivity: the exact
+    sums' :func:`~skdpsco._exact_sum.exact_sum_slack` (the one changed block's
+    rounding, its grid rounding, the float steps after the integer sum), or for
+    float sums the error of each of the two neighbouring means,
+    ``2`` :func:`~skdpsco._exact_sum.float_sum_error` (Casacuberta et al. 2022,
+    Section 4: a float sum's rounding differs between neighbours)."""
+    if design.exact_sums:
+        return exact_sum_slack(bound, design.n_samples, n_coordinates)
+    return 2.0 * float_sum_error(bound, design.n_samples)

@@ -28,6 +28,7 @@ from .._solvers._boosting import boosted_bias_reduced_sgd
 from .._solvers._output_perturbation import (
     auto_coef_norm_bound,
     auto_l2_penalty,
+    gradient_error_bound,
     output_perturbation,
     plan_output_perturbation,
 )
@@ -98,6 +99,7 @@ class _Problem:
 
 def _fit_output_perturbation(est, problem, l2_penalty, budget, rng):
     """Algorithm 6 (regularised output perturbation, certified solve)."""
+    gradient_bound = est._gradient_bound(problem)
     plan = plan_output_perturbation(
         budget=budget,
         n_params=problem.n_params,
@@ -107,6 +109,9 @@ def _fit_output_perturbation(est, problem, l2_penalty, budget, rng):
         sparsity=problem.sparsity,
         tol=est.tol,
         max_iter=est.max_iter,
+        gradient_error=gradient_error_bound(
+            problem.design, gradient_bound, problem.n_params
+        ),
     )
     result = output_perturbation(
         problem.design,
@@ -116,7 +121,7 @@ def _fit_output_perturbation(est, problem, l2_penalty, budget, rng):
         plan=plan,
         radius=problem.radius,
         rng=rng,
-        gradient_bound=est._gradient_bound(problem),
+        gradient_bound=gradient_bound,
     )
     return result, plan.noise_scale
 

@@ -34,8 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._design import RowClip, row_clip_scales, row_lr_norms
-from .._exact_sum import exact_sum_error, exact_sum_slack, float_sum_error
+from .._design import (
+    RowClip,
+    row_clip_scales,
+    row_lr_norms,
+    summation_slack,
+)
 from ..privacy._accounting import approx_dp_to_gdp
 from ..privacy._discrete import uniform_permutation
 from ..privacy._mechanisms import (
@@ -282,28 +286,6 @@ def gradient_sum(design, W, derivative, bound, y):
     if design.exact_sums:
         return design.exact_fused_sum(W, derivative, bound, y)
     return design.weighted_sum(derivative(design.predict(W), y))
-
-
-def summation_error(design, bound, n_coordinates):
-    """Public l2 bound on the error of :func:`gradient_sum` over ``n`` for
-    ``n_coordinates`` summed coordinates
-    (:func:`~skdpsco._exact_sum.exact_sum_error` for exact sums,
-    :func:`~skdpsco._exact_sum.float_sum_error` for float ones)."""
-    if design.exact_sums:
-        return exact_sum_error(bound, design.n_samples, n_coordinates)
-    return float_sum_error(bound, design.n_samples)
-
-
-def summation_slack(design, bound, n_coordinates):
-    """What the summation adds to a gradient mean's l2 sensitivity: the exact
-    sums' :func:`~skdpsco._exact_sum.exact_sum_slack` (the one changed block's
-    rounding, its grid rounding, the float steps after the integer sum), or for
-    float sums the error of each of the two neighbouring means,
-    ``2`` :func:`~skdpsco._exact_sum.float_sum_error` (Casacuberta et al. 2022,
-    Section 4: a float sum's rounding differs between neighbours)."""
-    if design.exact_sums:
-        return exact_sum_slack(bound, design.n_samples, n_coordinates)
-    return 2.0 * float_sum_error(bound, design.n_samples)
 
 
 #: Entries per dense block of rows walked by the one-record-at-a-time loops.

@@ -57,7 +57,7 @@ import numpy as np
 from scipy import stats
 
 from .._constraints import Box, GroupL12Ball
-from .._design import RowClip
+from .._design import RowClip, summation_error
 from ..privacy._accounting import calibrate_analytic_gaussian
 from ..privacy._discrete import COUPLING_SIGMA
 from ..privacy._mechanisms import (
@@ -72,7 +72,6 @@ from ._mirror_descent import (
     RowDerivative,
     gradient_sum,
     rounding_slack,
-    summation_error,
 )
 from ._result import SolverResult
 

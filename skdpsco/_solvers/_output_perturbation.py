@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import blas
 
+from .._design import summation_error
 from ..privacy._accounting import gaussian_rho_budget
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..utils._validation import check_real
@@ -53,6 +54,7 @@ __all__ = [
     "auto_coef_norm_bound",
     "auto_l2_penalty",
     "certified_iteration_budget",
+    "gradient_error_bound",
     "linf_project_l2_ball",
     "output_perturbation",
     "plan_output_perturbation",
@@ -210,7 +212,7 @@ def auto_coef_norm_bound(
     return math.exp(lo)
 
 
-def certificate_floor(lipschitz, smoothness, l2_penalty):
+def certificate_floor(lipschitz, smoothness, l2_penalty, gradient_error=0.0):
     """Public lower bound on ``tol_w`` above the certificate's rounding margin.
 
     The residual certificate adds ``64 eps_mach (||g|| + ||g+|| + H (||w|| +
@@ -226,11 +228,25 @@ def certificate_floor(lipschitz, smoothness, l2_penalty):
     decide between a release and an exception: a one-bit data-dependent release.
     ``tol_w`` is floored at 16 times
     the bound; the noise is calibrated to the floored ``tol_w``, so privacy holds
-    for any ``tol``.
+    for any ``tol``. The certificate also adds ``E / lambda``, ``E`` the public
+    bound on a computed gradient's absolute error (``gradient_error``,
+    :func:`gradient_error_bound`), in the same floor.
     """
     L, H, lam = float(lipschitz), float(smoothness), float(l2_penalty)
     eps = np.finfo(float).eps
-    return 16.0 * 64.0 * eps * (14.0 * L + 12.0 * (H + lam) * L / lam) / lam
+    relative = 64.0 * eps * (14.0 * L + 12.0 * (H + lam) * L / lam)
+    return 16.0 * (relative + float(gradient_error)) / lam
+
+
+def gradient_error_bound(design, gradient_bound, n_params):
+    """Public bound ``E`` on ``||computed grad F(w) - grad F(w)||_2``
+    (:mod:`._certified`): the data term's summation error for rows with
+    ``||phi' x~_i||_2 <= G`` (:func:`~skdpsco._design.summation_error`: every
+    block's rounding and grid rounding of exact sums, or ``gamma_n G`` for float
+    sums) and the addition of the penalty's gradient (``2.01 u G``; its own
+    share is in the relative margin)."""
+    G = float(gradient_bound)
+    return summation_error(design, G, n_params) + 2.01 * 2.0**-53 * G
 
 
 def certified_iteration_budget(*, lipschitz, smoothness, l2_penalty, tol_w):
@@ -346,6 +362,9 @@ class OutputPerturbationPlan:
     max_iter : int
         Number of iterations of the certified solve, always run in full (public).
     mechanism : GaussianMechanism or LaplaceMechanism
+    gradient_error : float
+        Public bound on a computed gradient's absolute error, added to the
+        certificate's residual.
     """
 
     l2_penalty: float
@@ -356,6 +375,7 @@ class OutputPerturbationPlan:
     noise_scale: float
     max_iter: int
     mechanism: object
+    gradient_error: float = 0.0
 
 
 def plan_output_perturbation(
@@ -368,6 +388,7 @@ def plan_output_perturbation(
     sparsity,
     tol,
     max_iter=None,
+    gradient_error=0.0,
 ):
     """Noise and solver constants of Algorithm 6, from public values only.
 
@@ -398,6 +419,9 @@ def plan_output_perturbation(
         Number of solver iterations (always run in full); None uses
         :func:`certified_iteration_budget`, under which the certificate cannot
         fail. A smaller count may raise ``CertificationError`` (one revealed bit).
+    gradient_error : float, default=0.0
+        Public bound on a computed gradient's absolute error
+        (:func:`gradient_error_bound`), part of the certificate's margin.
 
     Returns
     -------
@@ -406,7 +430,7 @@ def plan_output_perturbation(
     n, L, H = int(budget.n_samples), float(lipschitz), float(smoothness)
     lam = check_real(l2_penalty, "l2_penalty", low=0.0, low_open=True)
     exact = 2.0 * L / (lam * n)  # Thm 7.1: l2-sensitivity of the exact minimiser
-    tol_w = max(float(tol) * exact, certificate_floor(L, H, lam))
+    tol_w = max(float(tol) * exact, certificate_floor(L, H, lam, gradient_error))
     if max_iter is None:
         max_iter = certified_iteration_budget(
             lipschitz=L, smoothness=H, l2_penalty=lam, tol_w=tol_w
@@ -430,6 +454,7 @@ def plan_output_perturbation(
             mechanism.sigma,
             int(max_iter),
             mechanism,
+            float(gradient_error),
         )
     # Thm 7.1, delta = 0, as printed (conservative), plus the l1 optimisation error.
     sensitivity = (2.0 * math.sqrt(2.0 * sparsity) * L / (lam * n)) * (
@@ -439,7 +464,15 @@ def plan_output_perturbation(
         sensitivity, budget.epsilon, name="output perturbation (Alg. 6, pure)"
     )
     return OutputPerturbationPlan(
-        lam, H, tol_w, sensitivity, "laplace", mechanism.scale, int(max_iter), mechanism
+        lam,
+        H,
+        tol_w,
+        sensitivity,
+        "laplace",
+        mechanism.scale,
+        int(max_iter),
+        mechanism,
+        float(gradient_error),
     )
 
 
@@ -533,6 +566,7 @@ def certified_erm(design, y, loss, *, shape, plan, radius=None, gradient_bound=N
         smoothness=plan.smoothness + plan.l2_penalty,
         tol=plan.tol_w,
         n_iter=plan.max_iter,
+        gradient_error=plan.gradient_error,
     )
     return result.w.reshape(shape)
 

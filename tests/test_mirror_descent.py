@@ -10,6 +10,7 @@ from scipy import optimize, special
 
 from skdpsco._constraints import L1Ball
 from skdpsco._design import LinearDesign, row_lr_norms
+from skdpsco._exact_sum import exact_sum_slack
 from skdpsco._losses import get_loss
 from skdpsco._solvers import _mirror_descent as md
 from skdpsco.privacy import approx_dp_to_gdp, calibrate_analytic_gaussian
@@ -86,6 +87,13 @@ def test_l2_sensitivity_factor_and_dual_moment(p, d):
         assert bound == pytest.approx(d * sigma**2)
 
 
+def _slack(lipschitz, R, q, n, d, intercept, n_params):
+    """The exact sums' slack of Algorithm 3's gradient mean: its rows have
+    ``||phi' x~_i||_2 <= lipschitz ||[x, 1]||_2`` (Hölder from ``||x||_q <= R``)."""
+    bound = lipschitz * md.clipped_row_l2_bound(R, q, d, intercept)
+    return exact_sum_slack(bound * md.rounding_slack(1), n, n_params)
+
+
 def test_alg3_noise_scale_and_ledger(monkeypatch):
     released = _spy_releases(monkeypatch)
     X, y = _logistic_data()
@@ -102,9 +110,10 @@ def test_alg3_noise_scale_and_ledger(monkeypatch):
     T = res.n_iter
     base = n * 0.5 * 2.0 / math.sqrt(d * math.log(1e5))
     assert T == math.ceil(base**0.4)
-    # Sensitivity 2L/n in ||.||_q (L = R_q = 1, q = 3), d^{1/2 - 1/3} times in l2;
-    # T steps compose to sqrt(T) Delta / sigma = mu-GDP, (0.5, 1e-5)-DP.
-    sensitivity = 2.0 / n * d ** (0.5 - 1 / 3)
+    # Sensitivity 2L/n in ||.||_q (L = R_q = 1, q = 3), d^{1/2 - 1/3} times in l2,
+    # plus the exact sums' slack; T steps compose to sqrt(T) Delta / sigma =
+    # mu-GDP, (0.5, 1e-5)-DP.
+    sensitivity = 2.0 / n * d ** (0.5 - 1 / 3) + _slack(1.0, 1.0, 3.0, n, d, False, d)
     sigma = math.sqrt(T) * sensitivity / approx_dp_to_gdp(0.5, 1e-5)
     assert len(released) == T
     assert all(
@@ -419,8 +428,14 @@ def test_alg3_sensitivity_with_intercept_and_classes(monkeypatch, multiclass):
     )
     q, p_total = 3.0, 9 * K
     L = loss.lipschitz * (2.0**q + 1.0) ** (1 / q)
-    sensitivity = 2 * L / 1500 * p_total ** (0.5 - 1 / q)
+    holder = 2 * L / 1500 * p_total ** (0.5 - 1 / q)
+    # The gradients are exact block sums: the noise pays their rounding slack on
+    # top of Hölder's bound (without it, the first assertion fails).
+    slack = _slack(loss.lipschitz, 2.0, q, 1500, 8, True, p_total)
+    assert slack > 1e-6 * holder
+    sensitivity = holder + slack
     assert all(r[0] == pytest.approx(sensitivity, rel=1e-12) for r in released)
+    assert all(r[0] > holder * (1 + 1e-6) for r in released)
     (record,) = res.records
     assert (record.kind, record.count) == ("gaussian", res.n_iter)
     assert PrivacySpent.from_records(res.records, 1e-6).epsilon <= 0.8

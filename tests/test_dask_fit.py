@@ -163,7 +163,9 @@ def test_unsupported_algorithms_refuse_dask_input_naming_the_supported(dask_clie
         assert not hasattr(est, "coef_")
     with pytest.raises(TypeError, match=r"use one of \['output_perturbation'\]"):
         SparseGradientDPRegressor(algorithm="projection_gd").fit(Xd, yd)
-    with pytest.raises(TypeError, match="no algorithm of this estimator does"):
+    with pytest.raises(
+        TypeError, match=r"use one of \['objective_perturbation', 'mirror_descent'\]"
+    ):
         GaussianWidthDPRegressor().fit(Xd, yd)
 
 

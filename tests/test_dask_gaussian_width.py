@@ -1,0 +1,162 @@
+"""GaussianWidthDP* on dask collections (LocalCluster): objective perturbation and
+noisy mirror descent give the numpy fit bit for bit for three chunkings; the
+sequential algorithms refuse; the exact sums' error bounds hold on adversarial
+blocks."""
+
+import math
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from skdpsco import GaussianWidthDPClassifier, GaussianWidthDPRegressor
+from skdpsco._design import LinearDesign
+from skdpsco._exact_sum import BLOCK_ROWS, exact_sum_error
+from skdpsco._solvers._certified import certified_minimize_fixed
+
+da = pytest.importorskip("dask.array")
+dd = pytest.importorskip("dask.dataframe")
+pd = pytest.importorskip("pandas")
+
+#: Two full blocks and a tail: every chunking below crosses a block boundary.
+N = 9000
+
+
+def _data(n=N):
+    """Raw-unit columns (offsets and scales far from standardised), heavy tails."""
+    rng = np.random.default_rng(3)
+    Z = rng.standard_normal((n, 5))
+    X = Z * np.array([1.0, 10.0, 100.0, 0.1, 3.0]) + np.array([0, 5, -50, 1, 2.0])
+    X[:, 0] *= np.exp(rng.standard_normal(n))
+    signal = Z @ np.array([1.0, -0.5, 0.25, 0.0, 0.3])
+    targets = {
+        "reg": 150.0 + 30.0 * signal + 10.0 * rng.standard_t(3, n),
+        "binary": (signal + 0.5 * rng.standard_normal(n) > 0).astype(int),
+        "three": np.digitize(signal + 0.5 * rng.standard_normal(n), [-0.5, 0.5]),
+    }
+    return X, targets
+
+
+def _chunkings(X, y):
+    """Aligned to the 4096-row blocks, ragged (and split across columns), and a
+    dask DataFrame with a Series target."""
+    yield "aligned", da.from_array(X, chunks=(4096, 5)), da.from_array(y, chunks=8192)
+    yield "ragged", da.from_array(X, chunks=(3001, 3)), da.from_array(y, chunks=5003)
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+    yield (
+        "dataframe",
+        dd.from_pandas(frame, npartitions=3),
+        dd.from_pandas(pd.Series(y, name="y"), npartitions=3),
+    )
+
+
+def _params(Est, algorithm, scaling):
+    """A strong public ridge keeps the certified solve's count near 10; mirror
+    descent runs 3 steps at epsilon 1."""
+    if algorithm == "mirror_descent":
+        return {"algorithm": algorithm, "epsilon": 1.0, "max_iter": 3}
+    unit = 1.0 if scaling == "none" else 5.0  # the fit's unit: sqrt(d) squared
+    if Est is GaussianWidthDPRegressor:
+        return {"algorithm": algorithm, "alpha": 100.0 * N * unit}
+    return {"algorithm": algorithm, "C": 0.04 / (N * unit)}
+
+
+CASES = [
+    (GaussianWidthDPRegressor, "reg"),
+    (GaussianWidthDPClassifier, "binary"),
+    (GaussianWidthDPClassifier, "three"),
+]
+
+
+@pytest.mark.parametrize("scaling", ["private", "none"])
+@pytest.mark.parametrize("algorithm", ["objective_perturbation", "mirror_descent"])
+@pytest.mark.parametrize(
+    "Est, target", CASES, ids=[f"{c[0].__name__}-{c[1]}" for c in CASES]
+)
+def test_dask_fits_are_the_numpy_fit_bit_for_bit(
+    dask_client, Est, target, algorithm, scaling
+):
+    X, targets = _data()
+    y = targets[target]
+    params = dict(_params(Est, algorithm, scaling), radius=5.0, scaling=scaling)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        memory = Est(random_state=0, **params).fit(X, y)
+        if algorithm == "objective_perturbation":
+            assert 3 <= memory.n_iter_[0] <= 20, memory.n_iter_
+        assert np.count_nonzero(memory.coef_) >= 3
+        for name, Xd, yd in _chunkings(X, y):
+            fitted = Est(random_state=0, **params).fit(Xd, yd)
+            np.testing.assert_array_equal(fitted.coef_, memory.coef_, err_msg=name)
+            np.testing.assert_array_equal(
+                fitted.intercept_, memory.intercept_, err_msg=name
+            )
+            assert fitted.privacy_spent_ == memory.privacy_spent_, name
+            np.testing.assert_array_equal(fitted.n_iter_, memory.n_iter_)
+
+
+def test_sequential_algorithms_refuse_dask_input_naming_the_supported(dask_client):
+    X, targets = _data(5000)
+    Xd = da.from_array(X, chunks=2000)
+    supported = r"use one of \['objective_perturbation', 'mirror_descent'\]"
+    for Est, target, params in (
+        (GaussianWidthDPRegressor, "reg", {}),  # auto: phased_sgd
+        (GaussianWidthDPClassifier, "binary", {"algorithm": "phased_sgd"}),
+        (
+            GaussianWidthDPRegressor,
+            "reg",
+            {"algorithm": "shuffled_mirror_descent", "fit_intercept": False},
+        ),
+    ):
+        est = Est(random_state=0, **params)
+        with pytest.raises(TypeError, match=supported):
+            est.fit(Xd, da.from_array(targets[target], chunks=2000))
+        assert not hasattr(est, "coef_")
+
+
+def _cancelling_rows(tail):
+    """A block of ``1 + delta_i`` (``delta_i`` just below half the spacing of
+    floats near the partial sums BLAS keeps, so that most additions lose it), a
+    block of ``-1`` and ``tail`` zero rows: the computed mean is nearly 0, the
+    exact one ``sum delta_i / n``."""
+    rng = np.random.default_rng(0)
+    delta = 0.98 * 2.0**-46 * (1.0 + 0.01 * rng.random(BLOCK_ROWS))
+    column = np.r_[1.0 + delta, np.full(BLOCK_ROWS, -1.0), np.zeros(tail)]
+    return column[:, None]
+
+
+def test_exact_sum_error_covers_a_measured_worst_block_rounding():
+    X = _cancelling_rows(808)
+    n = X.shape[0]
+    design = LinearDesign(X, fit_intercept=False)
+    L = float(np.max(np.abs(X)))
+
+    def ones(Z, y, norms):
+        return np.ones_like(Z)
+
+    got = design.exact_fused_sum(np.zeros(1), ones, L, np.zeros(n))[0] / n
+    exact = sum((Fraction(float(v)) for v in X[:, 0]), Fraction(0)) / n
+    error = float(abs(Fraction(float(got)) - exact))
+    assert 1e-15 * L < error <= exact_sum_error(L, n, 1)
+    # The former margin, 64 eps times the gradient's computed norm (at w = 0 the
+    # only term of the certificate's scale), missed it: an absolute error.
+    assert error > 64 * np.finfo(float).eps * abs(got)
+
+
+def test_certificate_adds_the_gradient_error():
+    """The residual certificate's distance includes ``E / mu``: a gradient
+    known only to within ``E`` cannot certify below it."""
+
+    def value_and_grad(w):
+        return None, 2.0 * (w - 1.0)
+
+    kwargs = dict(w0=np.zeros(3), mu=2.0, smoothness=2.0, tol=1.0, n_iter=5)
+    plain = certified_minimize_fixed(value_and_grad, None, **kwargs)
+    shifted = certified_minimize_fixed(
+        value_and_grad, None, gradient_error=1e-6, **kwargs
+    )
+    assert shifted.distance_bound == pytest.approx(
+        plain.distance_bound + 1e-6 / 2.0, rel=1e-12, abs=0
+    )
+    assert math.isfinite(shifted.distance_bound)

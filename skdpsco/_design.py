@@ -320,10 +320,21 @@ def _block_predictions(X, head, offset, block_rows):
     """``X @ head + offset`` clipped as in :meth:`LinearDesign.predict`, one BLAS
     product per block: a row's bits depend on its block only, not on the chunk
     around it (a product over many rows may round a row by its position)."""
-    Z = np.empty((X.shape[0],) + head.shape[1:])
+    n = X.shape[0]
+    full = (n // block_rows) * block_rows
+    Z = np.empty((n,) + head.shape[1:])
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        for rows in _block_slices(X.shape[0], block_rows):
-            np.matmul(X[rows], head, out=Z[rows])
+        if full:
+            # One BLAS call per block of the stack, with the block's own shape:
+            # the bits of a loop over the blocks, in one numpy call.
+            stack = (full // block_rows, block_rows)
+            np.matmul(
+                X[:full].reshape(stack + X.shape[1:]),
+                head,
+                out=Z[:full].reshape(stack + head.shape[1:]),
+            )
+        if full < n:
+            np.matmul(X[full:], head, out=Z[full:])
         Z += offset
     return _finite_predictions(Z)
 

@@ -268,9 +268,11 @@ def dense_row_l2_norms(Z, work=None):
 #: float64, so the chunk read for the predictions is still in cache for the sum.
 FUSED_CHUNK_ENTRIES = 2**18
 
-#: Entries per chunk of whole blocks in the exact sums: one block of 4096 rows
-#: (up to 64 columns) stays in cache between its predictions and its sum.
-_EXACT_CHUNK_ENTRIES = 2**18
+#: Entries per chunk of whole blocks in the exact sums (8 MiB): each chunk costs
+#: some twenty numpy calls besides its arithmetic, which at 2^18 entries (one
+#: block of 64 columns) took a third of an exact gradient's time at d = 20;
+#: a chunk's blocks are summed one by one whatever its size (the same bits).
+_EXACT_CHUNK_ENTRIES = 2**20
 
 #: Rows per chunk for the aggregates that need a temporary as large as the chunk.
 DEFAULT_CHUNK_ROWS = 65536

@@ -207,6 +207,22 @@ def _blocks_of(A, block_rows):
     return head, (tail[None] if tail.shape[0] else None)
 
 
+_ONES = {}
+
+
+def _ones_row(length):
+    """A read-only ``(1, length)`` row of ones, kept per length: a fresh one per
+    call cost a sixth of an exact sum's time."""
+    ones = _ONES.get(length)
+    if ones is None:
+        if len(_ONES) >= 8:  # tails of many sizes: keep the cache small
+            _ONES.clear()
+        ones = np.ones((1, length))
+        ones.flags.writeable = False
+        _ONES[length] = ones
+    return ones
+
+
 def _stacked_products(X3, C3):
     """Per-block ``(X_b^T C_b, sum C_b)``: one BLAS product per block.
 
@@ -214,7 +230,7 @@ def _stacked_products(X3, C3):
     shape and strides, so a block's result depends on its contents only, not on
     the other blocks of its chunk.
     """
-    ones = np.ones((1, X3.shape[1]))
+    ones = _ones_row(X3.shape[1])
     with np.errstate(under="ignore", over="ignore", invalid="ignore"):
         if C3.ndim == 2:
             C3 = C3[:, None, :]

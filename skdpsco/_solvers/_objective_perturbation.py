@@ -222,7 +222,9 @@ def objective_perturbation_constants(
     gradient_error : float, default=0.0
         Public bound ``E`` on the absolute error of a computed gradient of the
         data term (:func:`_gradient_error`): the certificate adds ``E / mu_J``
-        (:mod:`._certified`), so ``gamma``'s floor holds ``8 E / mu_J`` more.
+        (:mod:`._certified`), so ``gamma``'s floor, a multiple of the
+        certificate's relative margin (``1e3 eps`` against ``64 eps``), holds
+        ``8 E / mu_J`` more.
 
     Returns
     -------
@@ -250,10 +252,6 @@ def objective_perturbation_constants(
     # projection inequality). It replaces Theorem 2's alpha, whose printed n^(3/2)
     # Remark 1 and this bound make n^(5/2).
     rho = L / (mu_J * n)
-    # The certificate's relative rounding margin (64 eps, _certified) and its
-    # absolute one, the summation error E: at the floor certify_tol = gamma / 2
-    # is at least 8 times each (objective_perturbation_iterations asks the rate
-    # for what they leave).
     gamma_floor = (
         1e3
         * np.finfo(float).eps
@@ -813,9 +811,8 @@ def approximate_objective_perturbation(
         max_iter = _auto_iterations(plan, loss, w0, n, epsilon, delta)
 
     # ---- private phase ----
-    # Rows clipped to ||x_i||_2 <= R_z and stored (a map of each row; on dask
-    # chunk by chunk), targets clipped to [-R_y, R_y] in the row map of the
-    # derivative (in memory also here, with the check of the class codes).
+    # Rows clipped to ||x_i||_2 <= R_z and stored (a map of each row), targets
+    # to [-R_y, R_y] in the derivative's row map (and here in memory).
     design = design.row_mapped(RowClip(2.0, plan.R_z))
     if isinstance(y, np.ndarray):
         y = _clipped_targets(y, loss, K, plan.R_y)

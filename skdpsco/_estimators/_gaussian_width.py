@@ -615,7 +615,10 @@ _NOTES_DOC = """
     ``coef_`` always lies in ``C`` (and ``intercept_`` in ``[-B, B]``): the
     constrained algorithms end with a projection onto ``C``, the unconstrained ones
     (``"mirror_descent"``, ``"phased_sgd"``) have their release projected onto
-    ``C``, which is post-processing. Dense and scipy.sparse ``X`` are accepted.
+    ``C``, which is post-processing. Dense and scipy.sparse ``X`` are accepted,
+    and for ``"objective_perturbation"`` and ``"mirror_descent"`` a dask array or
+    dataframe, which gives the in-memory model bit for bit (their gradients are
+    exact block sums; "Fitting on a cluster" in the user guide).
     Every fit spends its budget, including each candidate and fold of a grid
     search."""
 

@@ -286,9 +286,13 @@ def _objp_neighbours():
 def _objp_public_count(epsilon):
     """The solve's iteration count from public inputs only: ``n``, ``d``, the budget,
     the unit ball and the bounds ``R_z = R_y = 1`` (``L = R_z (R_max R_z + R_y) =
-    2``, ``beta = R_z^2 = 1``); the noise bound of the solver's count."""
+    2``, ``beta = R_z^2 = 1``); the noise bound of the solver's count; the exact
+    sums' public error bound (rows of norm 1, extrapolated points within 3)."""
     n, d, delta = OBJP_SAMPLES, OBJP_FEATURES, 1e-5
     C = L2Ball(1.0, n_features=d)
+    row_bound = objp._row_gradient_bound(get_loss("squared"), 1.0, 1.0, 1.0, d)
+    shape_only = LinearDesign(np.zeros((n, d)), False)
+    error = objp._gradient_error(shape_only, row_bound, d, 0.0)
     k = objp.objective_perturbation_constants(
         n=n,
         dim=d,
@@ -299,6 +303,7 @@ def _objp_public_count(epsilon):
         diameter=2.0,
         r_max=1.0,
         gaussian_width=C.gaussian_width(d),
+        gradient_error=error,
     )
     noise = 0.0
     if k["sigma1"] > 0:
@@ -317,6 +322,7 @@ def _objp_public_count(epsilon):
         mu=k["mu_J"],
         smoothness=1.0 + k["mu_J"],
         tol=k["certify_tol"],
+        gradient_error=error + 2.01 * 2.0**-53 * noise,
     )
 
 
@@ -324,24 +330,24 @@ def _objp_public_count(epsilon):
 def objp_gradient_counter(monkeypatch):
     """Count the gradient evaluations of every objective-perturbation solve.
 
-    Each gradient calls ``_weighted_sum`` once (the counter sits below whichever
-    solver runs); each solve computes its rows' clipping factors once, before its
-    first gradient, which opens a new count.
+    Each gradient calls ``gradient_sum`` once (the counter sits below whichever
+    solver runs); each solve builds its row clip once, before its first
+    gradient, which opens a new count.
     """
     counts = []
-    weighted_sum = objp._weighted_sum
-    draw = objp._clip_scales
+    gradient_sum = objp.gradient_sum
+    row_clip = objp.RowClip
 
-    def counting_weighted_sum(*args):
+    def counting_gradient_sum(*args):
         counts[-1] += 1
-        return weighted_sum(*args)
+        return gradient_sum(*args)
 
     def new_solve(*args, **kwargs):
         counts.append(0)
-        return draw(*args, **kwargs)
+        return row_clip(*args, **kwargs)
 
-    monkeypatch.setattr(objp, "_weighted_sum", counting_weighted_sum)
-    monkeypatch.setattr(objp, "_clip_scales", new_solve)
+    monkeypatch.setattr(objp, "gradient_sum", counting_gradient_sum)
+    monkeypatch.setattr(objp, "RowClip", new_solve)
     return counts
 
 

@@ -292,7 +292,7 @@ def _objp_public_count(epsilon):
     C = L2Ball(1.0, n_features=d)
     row_bound = objp._row_gradient_bound(get_loss("squared"), 1.0, 1.0, 1.0, d)
     shape_only = LinearDesign(np.zeros((n, d)), False)
-    error = objp._gradient_error(shape_only, row_bound, d, 0.0)
+    error = objp._gradient_error(shape_only, row_bound, d, 0.0, 1.0, 1.0)
     k = objp.objective_perturbation_constants(
         n=n,
         dim=d,

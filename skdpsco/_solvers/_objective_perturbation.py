@@ -67,7 +67,7 @@ from ..privacy._mechanisms import (
     grid_gaussian_sigma,
 )
 from ..utils._validation import check_real
-from ._certified import _ROUNDING_FACTOR, certified_minimize_fixed
+from ._certified import _ROUNDING_FACTOR, certified_minimize_fixed, prediction_error
 from ._mirror_descent import (
     RowDerivative,
     gradient_sum,
@@ -485,7 +485,7 @@ class _PublicPlan:
     feasible: _ProductSet
     grid: ObjectiveNoiseGrid | None
     row_gradient_bound: float
-    summation_error: float
+    gradient_error: float
 
 
 def _row_gradient_bound(loss, R_aug, r_max, R_y, n_features):
@@ -506,15 +506,22 @@ def _row_gradient_bound(loss, R_aug, r_max, R_y, n_features):
     return R_aug * (3.0 * r_max * R_aug + R_y) * slack**3
 
 
-def _gradient_error(design, bound, n_params, noise_norm):
+def _gradient_error(design, bound, n_params, noise_norm, smoothness, r_max):
     """Public bound ``E`` on ``||computed grad J - grad J||_2`` (:mod:`._certified`):
     the data term's summation error (:func:`~._mirror_descent.summation_error`:
     every block's rounding and grid rounding of the exact sums, or the float
-    sum's error) and the two additions of ``G / n`` and ``2 c w`` (``2.01 u`` of
-    ``G`` and of ``||G|| / n``; the penalty's share is in the relative margin).
+    sum's error), its predictions' rounding at the certified point, which lies
+    in ``C`` (:func:`~._certified.prediction_error`: ``gamma_dim beta R_max``,
+    the stored rows clipped to ``R_z``) and the two additions of ``G / n`` and
+    ``2 c w`` (``2.01 u`` of ``G`` and of ``||G|| / n``; the penalty's share is
+    in the relative margin).
     """
     u = 2.0**-53
-    return summation_error(design, bound, n_params) + 2.01 * u * (bound + noise_norm)
+    return (
+        summation_error(design, bound, n_params)
+        + prediction_error(design.dim, smoothness, r_max)
+        + 2.01 * u * (bound + noise_norm)
+    )
 
 
 def _public_plan(design, loss, constraint, K, epsilon, delta, bounds, options):
@@ -545,9 +552,9 @@ def _public_plan(design, loss, constraint, K, epsilon, delta, bounds, options):
     beta = loss.smoothness * R_aug**2
     n_params = dim * K
     G_row = _row_gradient_bound(loss, R_aug, r_max, R_y, d)
-    # The summation's share of the certificate's margin (the noise's share is
-    # in gamma's floor already: 1e3 eps 3 sigma1 sqrt(p) / n).
-    sum_error = _gradient_error(design, G_row, n_params, 0.0)
+    # The summation's and the predictions' share of the certificate's margin
+    # (the noise's share is in gamma's floor already: 1e3 eps 3 sigma1 sqrt(p) / n).
+    error = _gradient_error(design, G_row, n_params, 0.0, beta, r_max)
     k = objective_perturbation_constants(
         n=n,
         dim=n_params,
@@ -565,7 +572,7 @@ def _public_plan(design, loss, constraint, K, epsilon, delta, bounds, options):
         lam_obj=lam_obj,
         l2_penalty=l2_penalty,
         opt_tol=opt_tol,
-        gradient_error=sum_error,
+        gradient_error=error,
     )
     grid = (
         objective_noise_grid(
@@ -588,7 +595,7 @@ def _public_plan(design, loss, constraint, K, epsilon, delta, bounds, options):
         feasible=_ProductSet(constraint, d, B),
         grid=grid,
         row_gradient_bound=G_row,
-        summation_error=sum_error,
+        gradient_error=error,
     )
 
 
@@ -626,7 +633,7 @@ def _auto_iterations(plan, loss, w0, n, epsilon, delta):
         mu=mu_J,
         smoothness=plan.smoothness + mu_J,
         tol=k["certify_tol"],
-        gradient_error=plan.summation_error + 2.01 * 2.0**-53 * noise,
+        gradient_error=plan.gradient_error + 2.01 * 2.0**-53 * noise,
     )
 
 
@@ -682,7 +689,7 @@ def _certified_solve(design, y, derivative, G, plan, w0, n_iter):
         smoothness=plan.smoothness + mu_J,
         tol=k["certify_tol"],
         n_iter=n_iter,
-        gradient_error=plan.summation_error
+        gradient_error=plan.gradient_error
         + 2.01 * 2.0**-53 * float(np.linalg.norm(noise)),
     )
 

@@ -45,7 +45,7 @@ from .._design import summation_error
 from ..privacy._accounting import gaussian_rho_budget
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..utils._validation import check_real
-from ._certified import certified_minimize_fixed
+from ._certified import certified_minimize_fixed, prediction_error
 from ._result import SolverResult
 
 __all__ = [
@@ -229,8 +229,10 @@ def certificate_floor(lipschitz, smoothness, l2_penalty, gradient_error=0.0):
     ``tol_w`` is floored at 16 times
     the bound; the noise is calibrated to the floored ``tol_w``, so privacy holds
     for any ``tol``. The certificate also adds ``E / lambda``, ``E`` the public
-    bound on a computed gradient's absolute error (``gradient_error``,
-    :func:`gradient_error_bound`), in the same floor.
+    bound on a computed gradient's absolute error (``gradient_error``: the
+    summation's, :func:`gradient_error_bound`, and the predictions',
+    :func:`~._certified.prediction_error`, both added by
+    :func:`plan_output_perturbation`), in the same floor.
     """
     L, H, lam = float(lipschitz), float(smoothness), float(l2_penalty)
     eps = np.finfo(float).eps
@@ -363,8 +365,8 @@ class OutputPerturbationPlan:
         Number of iterations of the certified solve, always run in full (public).
     mechanism : GaussianMechanism or LaplaceMechanism
     gradient_error : float
-        Public bound on a computed gradient's absolute error, added to the
-        certificate's residual.
+        Public bound on a computed gradient's absolute error (summation and
+        predictions), added to the certificate's residual.
     """
 
     l2_penalty: float
@@ -420,8 +422,11 @@ def plan_output_perturbation(
         :func:`certified_iteration_budget`, under which the certificate cannot
         fail. A smaller count may raise ``CertificationError`` (one revealed bit).
     gradient_error : float, default=0.0
-        Public bound on a computed gradient's absolute error
-        (:func:`gradient_error_bound`), part of the certificate's margin.
+        Public bound on a computed gradient's summation error
+        (:func:`gradient_error_bound`), part of the certificate's margin; the
+        plan adds the predictions' rounding (:func:`~._certified.prediction_error`
+        with ``n_params >= dim`` terms, at a point of norm ``<= 6 L / lambda``:
+        :func:`certificate_floor`).
 
     Returns
     -------
@@ -429,6 +434,9 @@ def plan_output_perturbation(
     """
     n, L, H = int(budget.n_samples), float(lipschitz), float(smoothness)
     lam = check_real(l2_penalty, "l2_penalty", low=0.0, low_open=True)
+    gradient_error = float(gradient_error) + prediction_error(
+        n_params, H, 6.0 * L / lam
+    )
     exact = 2.0 * L / (lam * n)  # Thm 7.1: l2-sensitivity of the exact minimiser
     tol_w = max(float(tol) * exact, certificate_floor(L, H, lam, gradient_error))
     if max_iter is None:

@@ -61,7 +61,7 @@ so does the mean. At the certified point that error enters ``grad F(w+)``
 exactly as the summation error does: :func:`prediction_error` bounds it for a
 public bound ``W >= ||w+||``, and the caller adds it to ``E``. The relative
 ``64 eps`` margin alone covered it only while ``gamma_k <= 64 eps``, about ``k
-<= 128`` (measured on OpenBLAS: ``250 u ||x~|| ||w||`` at ``k = 2000``, above
+<= 128`` (measured on OpenBLAS: ``245 u ||x~|| ||w||`` at ``k = 2000``, above
 the margin's ``128 u H ||w+||`` share at ``w+``).
 """
 

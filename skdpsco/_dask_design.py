@@ -94,7 +94,17 @@ def dask_exact_weighted_sum(X, C, head_grid, total_grid, client=None):
 
 
 def _fused_chunk(
-    X, y, norms, weight, W, coefficients, grids, intercept, scaled, block_info=None
+    X,
+    y,
+    norms,
+    weight,
+    W,
+    coefficients,
+    grids,
+    intercept,
+    scaled,
+    extended=False,
+    block_info=None,
 ):
     start = block_info[0]["array-location"][0][0]
     weight = None if weight is None else weight[:, 0]
@@ -103,17 +113,29 @@ def _fused_chunk(
         fold = exact_fold(*scaled, *intercept, grids[0].block_bound)
         X = X if fold is not None else standardised_rows(X, *scaled)
     head, total = fused_exact_sum(
-        X, y[:, 0], W, coefficients, grids, intercept, start, weight, norms[:, 0], fold
+        X,
+        y[:, 0],
+        W,
+        coefficients,
+        grids,
+        intercept,
+        start,
+        weight,
+        norms[:, 0],
+        fold,
+        extended,
     )
     return np.concatenate([head.ravel(), total.ravel()])[None, :]
 
 
-def _chunk_predictions(X, W, intercept, block_rows, scaled):
+def _chunk_predictions(X, W, intercept, block_rows, scaled, extended=False):
     fold = None if scaled is None else exact_fold(*scaled, *intercept)
     if scaled is not None and fold is None:
         X = standardised_rows(X, *scaled)
     head, offset = _folded_head(W, X.shape[1], intercept, fold)
-    return _block_predictions(np.ascontiguousarray(X), head, offset, block_rows)
+    return _block_predictions(
+        np.ascontiguousarray(X), head, offset, block_rows, extended
+    )
 
 
 def _chunk_norms(X, intercept, block_rows, scaled):
@@ -232,10 +254,11 @@ class DaskLinearDesign:
             return collection.persist()
         return self.client.persist(collection)
 
-    def predict(self, W):
+    def predict(self, W, extended=False):
         """Lazy ``X~ W`` (a dask array), clipped as in :meth:`LinearDesign.predict`
         (as :class:`~skdpsco._design.StandardisedDesign` computes it where the
-        design is ``scaled``)."""
+        design is ``scaled``; accumulated in ``np.longdouble`` where
+        ``extended``)."""
         W = np.asarray(W, dtype=float)
         chunks = (self.X.chunks[0],) + ((W.shape[1],) if W.ndim == 2 else ())
         return self.X.map_blocks(
@@ -244,6 +267,7 @@ class DaskLinearDesign:
             (self.fit_intercept, self.intercept_column),
             self.block_rows,
             self.scaled,
+            bool(extended),
             dtype=float,
             chunks=chunks,
             drop_axis=None if W.ndim == 2 else 1,
@@ -283,7 +307,9 @@ class DaskLinearDesign:
         """:meth:`exact_fused_sum` with the design's targets."""
         return self.exact_fused_sum(W, coefficients, bound, self.y)
 
-    def exact_fused_sum(self, W, coefficients, bound, y, sample_weight=None):
+    def exact_fused_sum(
+        self, W, coefficients, bound, y, sample_weight=None, extended=False
+    ):
         """``X~^T C`` with ``C = coefficients(X~ W, y, ||x~||)``, exactly summed.
 
         Parameters
@@ -296,6 +322,10 @@ class DaskLinearDesign:
         y : dask.array.Array of shape (n_samples,)
         sample_weight : dask.array.Array of shape (n_samples,), optional
             Weights in ``[0, 1]``, applied after the map.
+        extended : bool, default=False
+            Predictions accumulated in ``np.longdouble`` on the workers, as
+            :meth:`LinearDesign.exact_fused_sum` computes them (the
+            certificate's gradient: the same public error bound for both).
 
         Returns
         -------
@@ -321,6 +351,7 @@ class DaskLinearDesign:
             grids,
             (self.fit_intercept, self.intercept_column),
             self.scaled,
+            bool(extended),
             dtype=np.int64,
             chunks=((1,) * len(self.X.chunks[0]), (width,)),
         )

@@ -38,6 +38,7 @@ __all__ = [
     "exact_assembled",
     "exact_fold",
     "exact_grids",
+    "extended_predictions",
     "fused_block_sums",
     "fused_exact_sum",
     "standardised_norms",
@@ -318,10 +319,49 @@ def _block_slices(rows, block_rows):
     return [slice(s, min(s + block_rows, rows)) for s in range(0, rows, block_rows)]
 
 
-def _block_predictions(X, head, offset, block_rows):
+def _extended_products(X, head, offset):
+    """``fl64(X @ head + offset)`` accumulated in ``np.longdouble`` (unit
+    ``u_ld = np.finfo(np.longdouble).eps / 2``), clipped as in
+    :meth:`LinearDesign.predict`: within ``(2u + gamma^ld_k)(1 + 2u) ||x~||
+    ||w||`` of the exact prediction (Higham 2002, eq. 3.5, with ``u_ld``; ``u``
+    for the intercept's float64 product and ``u`` for the final rounding;
+    :func:`~skdpsco._solvers._certified.prediction_error`). ``X`` is one chunk
+    (dense or CSR): only its rows are widened, never the whole matrix."""
+    head = np.asarray(head, dtype=np.longdouble)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        if sp.issparse(X):
+            Z = np.asarray(X.astype(np.longdouble) @ head)
+        else:
+            Z = np.matmul(np.asarray(X, dtype=np.longdouble), head)
+        Z += np.asarray(offset, dtype=np.longdouble)
+        # One rounding of each extended sum to the nearest float64 (u |z|).
+        Z = Z.astype(np.float64)
+    return _finite_predictions(Z)
+
+
+def extended_predictions(X, head, offset, chunk_rows=DEFAULT_CHUNK_ROWS):
+    """:func:`_extended_products` of ``X`` (dense or sparse) in row chunks of at
+    most ``chunk_rows`` rows and about :data:`FUSED_CHUNK_ENTRIES` entries (stored
+    non-zeros for sparse rows), so the widened copy is one chunk's. Each row's
+    sum runs in the row's own order, so its bits do not depend on the chunk."""
+    n = X.shape[0]
+    Z = np.empty((n,) + np.shape(head)[1:])
+    entries = X.nnz / max(n, 1) if sp.issparse(X) else X.shape[1]
+    step = max(1, min(int(chunk_rows), int(FUSED_CHUNK_ENTRIES // max(entries, 1))))
+    for start in range(0, n, step):
+        rows = slice(start, min(start + step, n))
+        Z[rows] = _extended_products(X[rows], head, offset)
+    return Z
+
+
+def _block_predictions(X, head, offset, block_rows, extended=False):
     """``X @ head + offset`` clipped as in :meth:`LinearDesign.predict`, one BLAS
     product per block: a row's bits depend on its block only, not on the chunk
-    around it (a product over many rows may round a row by its position)."""
+    around it (a product over many rows may round a row by its position).
+    ``extended``: accumulated in ``np.longdouble`` instead, then rounded to
+    float64 (:func:`_extended_products`), for the certificate's gradient."""
+    if extended:
+        return extended_predictions(X, head, offset, block_rows)
     n = X.shape[0]
     full = (n // block_rows) * block_rows
     Z = np.empty((n,) + head.shape[1:])
@@ -383,7 +423,17 @@ def exact_assembled(grids, head, total, intercept):
 
 
 def fused_exact_sum(
-    X, y, W, coefficients, grids, intercept, start=0, weight=None, norms=None, fold=None
+    X,
+    y,
+    W,
+    coefficients,
+    grids,
+    intercept,
+    start=0,
+    weight=None,
+    norms=None,
+    fold=None,
+    extended=False,
 ):
     """Exact integer totals of ``X^T C`` and ``sum C`` with ``C`` the coefficients
     at ``W`` of the rows of one chunk: predictions, row norms, coefficients and
@@ -421,6 +471,9 @@ def fused_exact_sum(
         ``(center, weight)``: ``X`` holds raw rows, the fit sees ``(x_i - c) w``;
         predictions and block sums fold the centring in (as
         :class:`StandardisedDesign` does; :func:`folded_block_sums`).
+    extended : bool, default=False
+        Accumulate the predictions in ``np.longdouble`` (:func:`_block_predictions`),
+        as the certificate's gradient does.
 
     Returns
     -------
@@ -429,21 +482,40 @@ def fused_exact_sum(
     """
     check_chunk(np.shape(X)[0], start, grids[0])
     head, total = fused_block_sums(
-        X, y, W, coefficients, intercept, grids[0].block_rows, weight, norms, fold
+        X,
+        y,
+        W,
+        coefficients,
+        intercept,
+        grids[0].block_rows,
+        weight,
+        norms,
+        fold,
+        extended,
     )
     return block_integers(head, total, grids[0], grids[1], fold)
 
 
 def fused_block_sums(
-    X, y, W, coefficients, intercept, block_rows, weight=None, norms=None, fold=None
+    X,
+    y,
+    W,
+    coefficients,
+    intercept,
+    block_rows,
+    weight=None,
+    norms=None,
+    fold=None,
+    extended=False,
 ):
     """The float block sums (:func:`~skdpsco._exact_sum.block_sums`) of the
     coefficients of :func:`fused_exact_sum`, before their rounding to the grid
-    (raw rows' sums where ``fold`` is given)."""
+    (raw rows' sums where ``fold`` is given; predictions in ``np.longdouble``
+    where ``extended``)."""
     fit_intercept, column = intercept
     X = np.ascontiguousarray(X, dtype=float)
     head, offset = _folded_head(W, X.shape[1], intercept, fold)
-    Z = _block_predictions(X, head, offset, block_rows)
+    Z = _block_predictions(X, head, offset, block_rows, extended)
     if norms is None:
         norms = block_row_norms(X, fit_intercept, column, block_rows)
     C = np.asarray(coefficients(Z, np.asarray(y), norms), dtype=float)
@@ -642,14 +714,19 @@ class LinearDesign:
         at least as many rows that the result may be written into."""
         return _rows_of(self.X, rows, out)
 
-    def predict(self, W):
+    def predict(self, W, extended=False):
         """Linear predictions ``X~ W``: shape (n,) for W (dim,), (n, K) for W (dim, K).
 
         Predictions are clipped to ``[-1e300, 1e300]`` (overflowing products keep
         their sign), NaN from ``inf - inf`` becomes 0: a deterministic function of one
         row and the public ``W``, so every sensitivity bound downstream still holds.
+        ``extended``: each prediction is accumulated in ``np.longdouble``, chunk
+        by chunk, and rounded to float64 once (:func:`extended_predictions`), as
+        the certificates' final gradient reads them.
         """
         head, offset = self._head(W)
+        if extended:
+            return extended_predictions(self.X, head, offset, self.chunk_rows)
         # Products with a subnormal entry underflow: harmless, and not to be
         # reported (a warning for one record only tells neighbours apart).
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
@@ -709,7 +786,9 @@ class LinearDesign:
     def exact_sums(self):
         return not sp.issparse(self.X)
 
-    def exact_fused_sum(self, W, coefficients, bound, y, sample_weight=None):
+    def exact_fused_sum(
+        self, W, coefficients, bound, y, sample_weight=None, extended=False
+    ):
         """``X~^T C`` with ``C = coefficients(X~ W, y, ||x~||)``, summed exactly.
 
         The rows are read in chunks of whole blocks (:mod:`skdpsco._exact_sum`);
@@ -729,6 +808,8 @@ class LinearDesign:
         y : ndarray of shape (n_samples,)
         sample_weight : ndarray of shape (n_samples,), optional
             Weights in ``[0, 1]``, applied after the map.
+        extended : bool, default=False
+            Predictions accumulated in ``np.longdouble`` (:func:`fused_exact_sum`).
 
         Returns
         -------
@@ -754,6 +835,7 @@ class LinearDesign:
                 weight=None if sample_weight is None else sample_weight[rows],
                 norms=norms[rows],
                 fold=fold,
+                extended=extended,
             )
         # Every block rounded on its own, then added as integers (one
         # conversion per call): the integers of fused_exact_sum in any chunking.

@@ -63,6 +63,17 @@ public bound ``W >= ||w+||``, and the caller adds it to ``E``. The relative
 ``64 eps`` margin alone covered it only while ``gamma_k <= 64 eps``, about ``k
 <= 128`` (measured on OpenBLAS: ``245 u ||x~|| ||w||`` at ``k = 2000``, above
 the margin's ``128 u H ||w+||`` share at ``w+``).
+
+Only ``grad F(w+)`` needs the bound, and it is computed once per solve: its
+predictions are accumulated in ``np.longdouble`` and rounded once to float64
+(``certificate_gradient`` of :func:`certified_minimize_fixed`), so ``gamma_k``
+above becomes ``2u + gamma^ld_k``, ``gamma^ld_k`` with the platform's
+extended unit ``u_ld`` (``2^-64`` on x86-64, 2048 times below ``u``; ``u``
+itself where ``longdouble`` is float64), plus ``u`` for the final rounding and
+``u`` for the intercept's float64 product. At ``k = 10^6`` that is ``5.4e-14``
+instead of ``1.1e-10``: the floor the term puts under the certified distance
+stays that of the summation. The iterations' gradients keep float64 BLAS
+products (``g`` needs no bound).
 """
 
 import math
@@ -85,21 +96,31 @@ __all__ = [
 #: to cover rounding in the gradient, the projection and the subtraction.
 _ROUNDING_FACTOR = 64.0
 
+#: Unit roundoff of the platform's ``np.longdouble``, in which the certificate's
+#: predictions are accumulated (:func:`prediction_error`): public, a property of
+#: the machine, ``2^-53`` where ``longdouble`` is float64.
+EXTENDED_UNIT = float(np.finfo(np.longdouble).eps) / 2.0
+
 
 def prediction_error(n_terms, smoothness, coef_norm):
-    """Public l2 bound on a gradient mean's error from rounded predictions.
+    """Public l2 bound on the certificate gradient's error from its predictions.
 
-    ``gamma_k H W`` (module docstring, "Rounded predictions"): the predictions
-    ``fl(<x~_i, w>)`` are dot products of ``k`` terms, each within ``gamma_k
-    ||x~_i|| ||w||`` of the exact one whatever the order of the additions (Higham
-    2002, eq. 3.5), and a per-example loss ``H``-smooth in ``w`` (``H = sup
-    |phi''| R^2``) turns that into at most ``gamma_k H ||w||`` on each row's
-    gradient, hence on their mean. The worst-case ``gamma_k`` holds for any
-    blocking of the BLAS product (:func:`~skdpsco._design._block_predictions`
-    computes a block's predictions in one call, whose order is the library's).
-    ``(1 + (k + 16) eps)^2`` covers a stored row's norm above ``R`` by its
-    clipping's rounding; a point's norm above ``W`` by its projection's rounding
-    (a few ``u`` relative) is inside the certificate's ``64 eps H ||w+||``.
+    ``(2u + gamma^ld_k)(1 + 2u) H W`` (module docstring, "Rounded
+    predictions"): the certificate's gradient reads predictions accumulated in
+    ``np.longdouble`` (unit ``u_ld = np.finfo(np.longdouble).eps / 2``: ``2^-64``
+    on x86-64 Linux, ``2^-113`` where it is IEEE quad as on aarch64 Linux, and
+    ``2^-53`` where it is float64, as on macOS arm64, where the bound is the
+    float64 one) and rounded once to float64. A dot product of ``k`` terms is
+    within ``gamma^ld_k sum_j |x~_j w_j|`` of the exact one in any order of the
+    additions (Higham 2002, eq. 3.5), ``gamma^ld_k = k u_ld / (1 - k u_ld)``;
+    the intercept's float64 product ``a w_d`` adds ``u |a w_d|`` and the final
+    rounding ``u |z|``, ``u = 2^-53``, so ``|dz| <= (2u + gamma^ld_k)(1 + 2u)
+    ||x~_i|| ||w||`` (Cauchy-Schwarz). A per-example loss ``H``-smooth in ``w``
+    (``H = sup |phi''| R^2``) turns that into the same multiple of ``H ||w||``
+    on each row's gradient, hence on their mean. ``(1 + (k + 16) eps)^2``
+    covers a stored row's norm above ``R`` by its clipping's rounding; a
+    point's norm above ``W`` by its projection's rounding (a few ``u``
+    relative) is inside the certificate's ``64 eps H ||w+||``.
 
     Parameters
     ----------
@@ -115,15 +136,16 @@ def prediction_error(n_terms, smoothness, coef_norm):
     Returns
     -------
     float
-        ``inf`` when ``k u >= 1/2`` (no useful bound).
+        ``inf`` when ``k u_ld >= 1/2`` (no useful bound).
     """
     k = max(int(n_terms), 1)
     u = 2.0**-53
-    if k * u >= 0.5:
+    if k * EXTENDED_UNIT >= 0.5:
         return math.inf
-    gamma = k * u / (1.0 - k * u)
+    gamma = k * EXTENDED_UNIT / (1.0 - k * EXTENDED_UNIT)
+    dz = (2.0 * u + gamma) * (1.0 + 2.0 * u)
     rows = (1.0 + (k + 16.0) * np.finfo(float).eps) ** 2
-    return gamma * rows * float(smoothness) * float(coef_norm) * (1.0 + 2.0**-40)
+    return dz * rows * float(smoothness) * float(coef_norm) * (1.0 + 2.0**-40)
 
 
 @dataclass
@@ -165,15 +187,18 @@ def _certified_result(w, bound, mu, n_iter, converged):
     )
 
 
-def _residual_certificate(grad, project, w, g, H, mu, gradient_error=0.0):
+def _residual_certificate(
+    grad, project, w, g, H, mu, gradient_error=0.0, certificate_grad=None
+):
     """``(w+, grad F(w+), distance bound)`` of the residual certificate at ``w``;
-    ``gradient_error`` is the public bound ``E`` on the computed gradient's
-    absolute error (module docstring)."""
+    ``gradient_error`` is the public bound ``E`` on the absolute error of the
+    computed ``grad F(w+)`` (by ``certificate_grad``, else ``grad``; module
+    docstring). ``g`` needs no bound: the step used it."""
     step = g / H
     np.subtract(w, step, out=step)
     w_plus = project(step)
     del step
-    g_plus = grad(w_plus)
+    g_plus = (grad if certificate_grad is None else certificate_grad)(w_plus)
     # v = H (w - w+) + grad F(w+) - grad F(w), built in place (d may be 1e6).
     v = np.subtract(w, w_plus)
     v *= H
@@ -343,6 +368,7 @@ def certified_minimize_fixed(
     n_iter,
     raise_on_failure=True,
     gradient_error=0.0,
+    certificate_gradient=None,
 ):
     """Run exactly ``n_iter`` V-FISTA iterations, then certify the distance once.
 
@@ -390,8 +416,12 @@ def certified_minimize_fixed(
         certificate exceeds ``tol``; ``False`` (reference solves in tests only)
         returns the point with ``converged=False``.
     gradient_error : float, default=0.0
-        Public bound on ``||computed grad F(w) - grad F(w)||_2`` at the points
+        Public bound on ``||computed grad F(w+) - grad F(w+)||_2`` at the point
         the certificate reads (module docstring); added to the residual.
+    certificate_gradient : callable, optional
+        ``w -> grad F(w)`` for that one gradient, the ``gradient_error`` is
+        for (e.g. its predictions in extended precision, :func:`prediction_error`);
+        the iterations keep ``value_and_grad``. Default: ``value_and_grad``'s.
 
     Returns
     -------
@@ -423,8 +453,14 @@ def certified_minimize_fixed(
         y *= momentum
         y += x_new
         x = x_new
+    certificate_grad = None
+    if certificate_gradient is not None:
+
+        def certificate_grad(w):
+            return np.asarray(certificate_gradient(w), dtype=float)
+
     w_plus, _, bound = _residual_certificate(
-        grad, project, x, grad(x), H, mu, gradient_error
+        grad, project, x, grad(x), H, mu, gradient_error, certificate_grad
     )
     converged = bool(bound <= tol)
     if raise_on_failure and not converged:

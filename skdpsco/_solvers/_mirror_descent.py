@@ -278,14 +278,16 @@ class RowDerivative:
         return self.loss.derivative(Z, y)
 
 
-def gradient_sum(design, W, derivative, bound, y):
+def gradient_sum(design, W, derivative, bound, y, extended=False):
     """``X~^T C`` with ``C = derivative(X~ W, y)`` for stored rows (clipped
     already): summed exactly (:mod:`skdpsco._exact_sum`) where the design can
     (dense rows in memory, dask rows: the same bits), with the public ``bound``
-    ``>= ||C_i x~_i||_2`` fixing the grid; sparse rows in float."""
+    ``>= ||C_i x~_i||_2`` fixing the grid; sparse rows in float. ``extended``:
+    the predictions accumulated in ``np.longdouble`` (a certificate's gradient,
+    :func:`~._certified.prediction_error`)."""
     if design.exact_sums:
-        return design.exact_fused_sum(W, derivative, bound, y)
-    return design.weighted_sum(derivative(design.predict(W), y))
+        return design.exact_fused_sum(W, derivative, bound, y, extended=extended)
+    return design.weighted_sum(derivative(design.predict(W, extended=extended), y))
 
 
 #: Entries per dense block of rows walked by the one-record-at-a-time loops.

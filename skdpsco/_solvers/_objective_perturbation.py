@@ -677,13 +677,19 @@ def _certified_solve(design, y, derivative, G, plan, w0, n_iter):
     bound = plan.row_gradient_bound
     noise = G / n
 
-    def value_and_grad(w):
-        grad = gradient_sum(design, w, derivative, bound, y) / n
+    def value_and_grad(w, extended=False):
+        grad = gradient_sum(design, w, derivative, bound, y, extended) / n
         return None, grad + noise + 2.0 * c_tot * w
+
+    def certificate_gradient(w):
+        # The certified point's predictions in extended precision: the
+        # prediction_error term of plan.gradient_error assumes them.
+        return value_and_grad(w, extended=True)[1]
 
     return certified_minimize_fixed(
         value_and_grad,
         plan.feasible.project,
+        certificate_gradient=certificate_gradient,
         w0=w0,
         mu=mu_J,
         smoothness=plan.smoothness + mu_J,

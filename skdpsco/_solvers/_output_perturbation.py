@@ -503,19 +503,23 @@ def _objective(design, y, loss, l2_penalty, shape, gradient_bound=None):
     a dask design) sums the gradient exactly (:mod:`skdpsco._exact_sum`): the same
     bits for every chunking of the rows. The value is then not computed (NaN): the
     solver reads only the gradient, and the value would cost a second pass over
-    the rows.
+    the rows. ``value_and_grad(w, extended=True)`` accumulates the predictions in
+    ``np.longdouble`` (the certificate's gradient at the certified point, whose
+    rounding :func:`~._certified.prediction_error` bounds).
     """
     n = design.n_samples
     exact = gradient_bound is not None and getattr(design, "exact_sums", False)
     derivative = _LossDerivative(loss)
 
-    def value_and_grad(w):
+    def value_and_grad(w, extended=False):
         W = w.reshape(shape)
         if exact:
             value = math.nan
-            grad = design.exact_fused_sum(W, derivative, gradient_bound, y).ravel()
+            grad = design.exact_fused_sum(
+                W, derivative, gradient_bound, y, extended=extended
+            ).ravel()
         else:
-            Z = design.predict(W)
+            Z = design.predict(W, extended=extended)
             # The value is reported, never used by the solver: an extreme target
             # may overflow it (Huber with |y| ~ 1e300) while the gradient stays
             # bounded.
@@ -566,9 +570,17 @@ def certified_erm(design, y, loss, *, shape, plan, radius=None, gradient_bound=N
     below the ``gamma_n`` bound of the float sum over all ``n`` rows it replaces.
     """
     project = None if radius is None else _constant_work_l2_projection(radius)
+    value_and_grad = _objective(design, y, loss, plan.l2_penalty, shape, gradient_bound)
+
+    def certificate_gradient(w):
+        # The certified point's predictions in extended precision: the
+        # prediction_error term of plan.gradient_error assumes them.
+        return value_and_grad(w, extended=True)[1]
+
     result = certified_minimize_fixed(
-        _objective(design, y, loss, plan.l2_penalty, shape, gradient_bound),
+        value_and_grad,
         project,
+        certificate_gradient=certificate_gradient,
         w0=np.zeros(int(np.prod(shape))),
         mu=plan.l2_penalty,
         smoothness=plan.smoothness + plan.l2_penalty,

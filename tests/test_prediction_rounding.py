@@ -1,10 +1,12 @@
 """The certificates' gradient error bound covers the rounding of the predictions.
 
 A computed gradient reads ``phi'`` at ``fl(<x~_i, w>)``, a dot product of ``dim``
-terms whose worst-case rounding ``gamma_dim ||x~|| ||w||`` (Higham 2002, eq. 3.5)
-outgrows the certificate's relative ``64 eps`` margin past ``dim ~ 128``: the
-bound :func:`~skdpsco._solvers._certified.prediction_error` is added to the
-public gradient error of every certified solve.
+terms whose worst-case float64 rounding ``gamma_dim ||x~|| ||w||`` (Higham 2002,
+eq. 3.5) outgrows the certificate's relative ``64 eps`` margin past ``dim ~
+128``. The certificate's one gradient accumulates its predictions in
+``np.longdouble``: the bound :func:`~skdpsco._solvers._certified.prediction_error`,
+``(2u + gamma^ld_dim)(1 + 2u) H W`` with the platform's extended unit, is added
+to the public gradient error of every certified solve.
 """
 
 import math
@@ -12,13 +14,16 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
+import skdpsco._design as design_module
 from skdpsco._constraints import L2Ball
 from skdpsco._design import LinearDesign, _block_predictions
 from skdpsco._exact_sum import BLOCK_ROWS
 from skdpsco._losses import get_loss
 from skdpsco._solvers import _objective_perturbation as objp
-from skdpsco._solvers._certified import prediction_error
+from skdpsco._solvers import _output_perturbation as outp
+from skdpsco._solvers._certified import EXTENDED_UNIT, prediction_error
 from skdpsco._solvers._output_perturbation import (
     certificate_floor,
     gradient_error_bound,
@@ -34,11 +39,20 @@ def _gamma(k):
     return k * U / (1.0 - k * U)
 
 
-def _worst_prediction_rounding(d, n=3):
-    """The largest measured ``|fl(<x, w>) - <x, w>| / (||x|| ||w||)`` of the two
+def _extended_dz(k):
+    """``(2u + gamma^ld_k)(1 + 2u)``: the relative prediction error in the
+    certificate's gradient (:func:`prediction_error`)."""
+    gamma = k * EXTENDED_UNIT / (1.0 - k * EXTENDED_UNIT)
+    return (2.0 * U + gamma) * (1.0 + 2.0 * U)
+
+
+def _worst_prediction_rounding(d, n=3, extended=False):
+    """The largest measured ``|fl(<x, w>) - <x, w>| / (||x|| ||w||)`` of the
     prediction paths over equal-term products ``x_j w_j = 2^-5 b``, ``b`` just
-    below half an ulp above 1 at partial sums of ``2^8``-``2^14`` (every addition
-    then rounds the same way), with ``||x||^2 = d / 2^10`` exactly."""
+    below half an ulp above 1 at partial sums of ``2^8``-``2^14`` (every float64
+    addition then rounds the same way), with ``||x||^2 = d / 2^10`` exactly;
+    ``extended``: the certificate's paths (``np.longdouble`` sums, dense and
+    CSR rows)."""
     X = np.full((n, d), 2.0**-5)
     norm_x = math.sqrt(d / 1024.0)
     worst = 0.0
@@ -48,9 +62,11 @@ def _worst_prediction_rounding(d, n=3):
             w = np.full(d, b)
             exact = Fraction(b) * d / 32
             paths = (
-                _block_predictions(X, w, 0.0, BLOCK_ROWS),
-                LinearDesign(X, False).predict(w),
+                _block_predictions(X, w, 0.0, BLOCK_ROWS, extended),
+                LinearDesign(X, False).predict(w, extended=extended),
             )
+            if extended:
+                paths += (LinearDesign(sp.csr_matrix(X), False).predict(w, True),)
             for Z in paths:
                 err = max(abs(Fraction(float(z)) - exact) for z in Z)
                 worst = max(worst, float(err) / (norm_x * float(np.linalg.norm(w))))
@@ -67,18 +83,84 @@ def test_prediction_rounding_past_the_old_margin_stays_within_the_new_bound():
     worst = 0.0
     for d in (2000, 8000):
         relative = _worst_prediction_rounding(d)  # |dz| / (||x|| ||w||)
-        H, W = d / 1024.0, 1.0
-        assert relative * H * W <= prediction_error(d, H, W)
-        assert prediction_error(d, H, W) >= _gamma(d) * H * W
+        assert relative <= _gamma(d)
         worst = max(worst, relative)
     assert worst > 64.0 * EPS  # measured 245 u on OpenBLAS, > 128 u
 
 
-def test_prediction_error_grows_with_dim_and_stays_finite():
-    assert prediction_error(5001, 1.0, 1.0) == pytest.approx(_gamma(5001), rel=1e-6)
-    assert prediction_error(5001, 1.0, 1.0) > 30.0 * 64.0 * EPS
-    assert prediction_error(10, 2.0, 3.0) == pytest.approx(6.0 * _gamma(10), rel=1e-6)
-    assert prediction_error(2**52, 1.0, 1.0) == math.inf
+def test_certificate_predictions_are_extended_and_within_the_bound():
+    # The same worst-case rows through the certificate's paths: each sum in
+    # np.longdouble, then one rounding to float64, within (2u + gamma^ld_d)
+    # (1 + 2u) ||x|| ||w||; where longdouble is wider than float64 the
+    # measured error is within 2u (x86-64: 0.51 u at d = 2000, 1.42 u at
+    # d = 8000, the final rounding's u plus the extended sums'), against the
+    # float64 sums' 245 u.
+    for d in (2000, 8000):
+        relative = _worst_prediction_rounding(d, extended=True)
+        H, W = d / 1024.0, 1.0
+        assert relative <= _extended_dz(d)
+        assert relative * H * W <= prediction_error(d, H, W)
+        if EXTENDED_UNIT < U:
+            assert relative <= 2.0 * U
+            assert _worst_prediction_rounding(d) > 100.0 * relative
+
+
+def test_prediction_error_uses_the_platform_extended_unit():
+    assert EXTENDED_UNIT == float(np.finfo(np.longdouble).eps) / 2.0
+    assert EXTENDED_UNIT <= U
+    assert prediction_error(5001, 1.0, 1.0) == pytest.approx(
+        _extended_dz(5001), rel=1e-6
+    )
+    assert prediction_error(10, 2.0, 3.0) == pytest.approx(
+        6.0 * _extended_dz(10), rel=1e-6
+    )
+    if np.finfo(np.longdouble).nmant == 63:  # x86-64's 80-bit format
+        # 10^6 terms: 5.4e-14 against the float64 sums' gamma = 1.1e-10.
+        assert prediction_error(10**6, 1.0, 1.0) == pytest.approx(5.44e-14, rel=1e-2)
+        assert prediction_error(10**6, 1.0, 1.0) < _gamma(10**6) / 2000.0
+    assert prediction_error(10**6, 1.0, 1.0) >= 2.0 * U + 10**6 * EXTENDED_UNIT
+    assert prediction_error(int(0.5 / EXTENDED_UNIT), 1.0, 1.0) == math.inf
+
+
+def test_the_certificate_alone_reads_extended_predictions(monkeypatch):
+    # A certified output-perturbation solve on dense rows (exact sums) and on
+    # CSR rows (float sums): extended predictions are computed once per solve,
+    # for the certificate's gradient, and the iterations' are float64.
+    calls = []
+    original = design_module.extended_predictions
+
+    def spy(X, head, offset, chunk_rows=design_module.DEFAULT_CHUNK_ROWS):
+        calls.append(X.shape[0])
+        return original(X, head, offset, chunk_rows)
+
+    monkeypatch.setattr(design_module, "extended_predictions", spy)
+    rng = np.random.default_rng(0)
+    n, d = 300, 40
+    X = rng.standard_normal((n, d)) / math.sqrt(2.0 * d)
+    y = np.clip(X @ rng.standard_normal(d), -1.0, 1.0)
+    plan = plan_output_perturbation(
+        budget=AlgorithmBudget(1.0, 1e-6, n),
+        n_params=d + 1,
+        lipschitz=2.0,
+        smoothness=1.0,
+        l2_penalty=0.1,
+        sparsity=d + 1,
+        tol=1e-3,
+    )
+    loss = get_loss("squared")
+    for rows, bound in ((X, 2.0), (sp.csr_matrix(X), None)):
+        calls.clear()
+        w = outp.certified_erm(
+            LinearDesign(rows, True),
+            y,
+            loss,
+            shape=(d + 1,),
+            plan=plan,
+            radius=1.0,
+            gradient_bound=bound,
+        )
+        assert sum(calls) == n and plan.max_iter > 10
+        assert np.all(np.isfinite(w)) and np.linalg.norm(w) <= 1.0 + 1e-12
 
 
 def test_output_perturbation_plan_covers_the_predictions_at_d_5000():
@@ -97,6 +179,7 @@ def test_output_perturbation_plan_covers_the_predictions_at_d_5000():
         tol=1e-12,
     )
     assert plan.gradient_error == 0.0 + prediction_error(p, H, 6.0 * L / lam)
+    assert plan.gradient_error >= _extended_dz(p) * H * 6.0 * L / lam
     plan = plan_output_perturbation(
         budget=AlgorithmBudget(2.0, 1e-6, n),
         n_params=p,
@@ -107,13 +190,18 @@ def test_output_perturbation_plan_covers_the_predictions_at_d_5000():
         tol=1e-12,
         gradient_error=summed,
     )
-    predictions = _gamma(p) * H * 6.0 * L / lam
+    predictions = _extended_dz(p) * H * 6.0 * L / lam
     assert plan.gradient_error >= summed + predictions
     # The floored tol_w keeps the certificate's whole margin below tol_w / 16,
-    # the predictions' share included; the former floor did not.
+    # the predictions' share included; with extended predictions that share is
+    # below the float64 products' gamma_p share, which the floor would
+    # otherwise have had to hold.
     assert plan.tol_w == certificate_floor(L, H, lam, plan.gradient_error)
     assert plan.tol_w >= 16.0 * predictions / lam
-    assert certificate_floor(L, H, lam, summed) < 16.0 * predictions / lam
+    if EXTENDED_UNIT < U:
+        float_share = _gamma(p) * H * 6.0 * L / lam
+        assert predictions < float_share / 10.0
+        assert plan.tol_w < certificate_floor(L, H, lam, summed + float_share)
 
 
 def test_objective_perturbation_plan_covers_the_predictions_at_d_5000():
@@ -128,7 +216,7 @@ def test_objective_perturbation_plan_covers_the_predictions_at_d_5000():
     )
     beta, r_max = plan.smoothness, plan.r_max
     assert beta == pytest.approx(2.0) and r_max == pytest.approx(math.sqrt(2.0))
-    predictions = _gamma(d + 1) * beta * r_max
+    predictions = _extended_dz(d + 1) * beta * r_max
     summed = objp._gradient_error(design, plan.row_gradient_bound, d + 1, 0.0, 0, 0)
     assert plan.gradient_error >= summed + predictions
     mu = plan.constants["mu_J"]

@@ -20,6 +20,7 @@ from ._design import (
     StandardisedDesign,
     _block_predictions,
     _folded_head,
+    block_row_l1_norms,
     block_row_norms,
     exact_assembled,
     exact_fold,
@@ -108,6 +109,8 @@ def _fused_chunk(
 ):
     start = block_info[0]["array-location"][0][0]
     weight = None if weight is None else weight[:, 0]
+    # A per-row statistic of one column travels as (rows, 1), of several as is.
+    norms = norms[:, 0] if norms.shape[1] == 1 else norms
     fold = None
     if scaled is not None:
         fold = exact_fold(*scaled, *intercept, grids[0].block_bound)
@@ -121,7 +124,7 @@ def _fused_chunk(
         intercept,
         start,
         weight,
-        norms[:, 0],
+        norms,
         fold,
         extended,
     )
@@ -142,6 +145,12 @@ def _chunk_norms(X, intercept, block_rows, scaled):
     if scaled is None:
         return block_row_norms(X, *intercept, block_rows)
     return standardised_norms(X, *scaled, intercept, block_rows)
+
+
+def _chunk_l1_norms(X, intercept, block_rows, scaled):
+    if scaled is not None:
+        X = standardised_rows(X, *scaled)
+    return block_row_l1_norms(np.ascontiguousarray(X), *intercept, block_rows)
 
 
 def dask_standardised_design(X, fit_intercept, scaling=None):
@@ -292,14 +301,40 @@ class DaskLinearDesign:
             self._norms = self._persist(norms)
         return self._norms
 
+    def row_l1_norms(self):
+        """Lazy ``||x~_i||_1`` (:func:`block_row_l1_norms`), kept on the workers."""
+        if getattr(self, "_l1_norms", None) is None:
+            norms = self.X.map_blocks(
+                _chunk_l1_norms,
+                (self.fit_intercept, self.intercept_column),
+                self.block_rows,
+                self.scaled,
+                dtype=float,
+                drop_axis=1,
+            )
+            self._l1_norms = self._persist(norms)
+        return self._l1_norms
+
     def _row_statistic(self, coefficients):
-        """As :meth:`LinearDesign._row_statistic`, kept on the workers."""
+        """As :meth:`LinearDesign._row_statistic`, kept on the workers: shape
+        (n,) or (n, k), the trailing shape read from the map on public
+        stand-in norms."""
+        da = import_dask("array")
         prepare = getattr(coefficients, "row_statistic", None)
         if prepare is None:
             return self.row_norms()
         cached = getattr(self, "_statistic", None)
         if cached is None or cached[0] != coefficients.statistic_key:
-            statistic = self.row_norms().map_blocks(prepare, dtype=float)
+            orders = getattr(coefficients, "row_norm_orders", (2,))
+            parts = (self.row_norms(), self.row_l1_norms())[: len(orders)]
+            tail = np.shape(prepare(*(np.ones(1) for _ in parts)))[1:]
+            statistic = da.map_blocks(
+                prepare,
+                *parts,
+                dtype=float,
+                chunks=(self.X.chunks[0],) + tuple((k,) for k in tail),
+                new_axis=list(range(1, 1 + len(tail))) or None,
+            )
             self._statistic = (coefficients.statistic_key, self._persist(statistic))
         return self._statistic[1]
 
@@ -344,7 +379,7 @@ class DaskLinearDesign:
             _fused_chunk,
             self.X,
             self.aligned(y)[:, None],
-            self._row_statistic(coefficients)[:, None],
+            _as_columns(self._row_statistic(coefficients)),
             weight,
             W,
             coefficients,
@@ -447,6 +482,11 @@ class DaskLinearDesign:
             X_rows, *picked = (v[pos] for v in values)
             weights = None if sample_weight is None else picked[1]
             yield self._batch_design(X_rows), picked[0], weights
+
+
+def _as_columns(statistic):
+    """A per-row statistic as a (n, k) array (a vector as one column)."""
+    return statistic[:, None] if statistic.ndim == 1 else statistic
 
 
 def _holds(held, rows):

@@ -34,6 +34,7 @@ from .utils._sparse import fresh_view
 
 __all__ = [
     "LinearDesign",
+    "block_row_l1_norms",
     "block_row_norms",
     "exact_assembled",
     "exact_fold",
@@ -388,6 +389,16 @@ def block_row_norms(X, fit_intercept, intercept_column, block_rows=BLOCK_ROWS):
     for rows in _block_slices(X.shape[0], block_rows):
         norms[rows] = dense_row_l2_norms(X[rows])
     return np.hypot(norms, intercept_column) if fit_intercept else norms
+
+
+def block_row_l1_norms(X, fit_intercept, intercept_column, block_rows=BLOCK_ROWS):
+    """``||x~_i||_1`` as :meth:`LinearDesign.row_l1_norms` computes them, block by
+    block (C-contiguous rows of a chunk that starts on a block boundary, as the
+    fit sees them): a row's bits depend on its block only, in any chunking."""
+    norms = np.empty(X.shape[0])
+    for rows in _block_slices(X.shape[0], block_rows):
+        norms[rows] = row_lr_norms(X[rows], 1.0)
+    return norms + fit_intercept * intercept_column
 
 
 def exact_grids(bound, n_samples, intercept, block_rows=BLOCK_ROWS):
@@ -878,18 +889,31 @@ class LinearDesign:
     def _exact_row_norms(self, chunk, intercept):
         return block_row_norms(chunk, *intercept)
 
+    def _exact_l1_norms(self):
+        """:func:`block_row_l1_norms` of the rows as the fit sees them (cached)."""
+        if getattr(self, "_block_l1_cache", None) is None:
+            norms = np.empty(self.n_samples)
+            intercept = (self.fit_intercept, self.intercept_column)
+            for rows, block in self._exact_chunks():
+                norms[rows] = block_row_l1_norms(block, *intercept)
+            self._block_l1_cache = norms
+        return self._block_l1_cache
+
     def _row_statistic(self, coefficients):
         """What ``coefficients`` reads per row: the row norms, or the
         statistic its ``row_statistic`` makes of them, kept while its
         ``statistic_key`` is the same (e.g. clipping caps: no division per
-        iteration)."""
+        iteration). A map whose ``row_norm_orders`` is ``(2, 1)`` gets the
+        l1 norms next to the l2 ones."""
         norms = self._exact_norms()
         prepare = getattr(coefficients, "row_statistic", None)
         if prepare is None:
             return norms
         cached = getattr(self, "_statistic_cache", None)
         if cached is None or cached[0] != coefficients.statistic_key:
-            self._statistic_cache = (coefficients.statistic_key, prepare(norms))
+            orders = getattr(coefficients, "row_norm_orders", (2,))
+            parts = (norms, self._exact_l1_norms())[: len(orders)]
+            self._statistic_cache = (coefficients.statistic_key, prepare(*parts))
         return self._statistic_cache[1]
 
     def row_norms(self):

@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from skdpsco._design import LinearDesign
+from skdpsco._exact_sum import exact_sum_slack
 from skdpsco._losses import HuberLoss, LogisticLoss, MultinomialLoss
 from skdpsco._mean_estimation import ClippedMeanOracle
 from skdpsco._mean_estimation._sparse_mean import (
@@ -63,7 +64,11 @@ def test_pure_dp_gd_uses_only_laplace_records_and_spends_at_most_epsilon():
     assert {r.kind for r in res.records} == {"laplace"}
     rec = res.records[0]
     assert rec.count == 20 and rec.epsilon == pytest.approx(eps / 20, rel=1e-9)
-    assert rec.sensitivity == pytest.approx(2 * math.sqrt(2) * math.sqrt(s) / 60)
+    # l1: 2 L sqrt(s) / n, plus sqrt(p) times the exact sums' l2 slack.
+    p = res.coef.size
+    slack = math.sqrt(p) * exact_sum_slack(math.sqrt(2), 60, p)
+    expected = 2 * math.sqrt(2) * math.sqrt(s) / 60 + slack
+    assert rec.sensitivity == pytest.approx(expected, rel=1e-12)
     spent = PrivacySpent.from_records(res.records, 0.0)
     assert spent.accountant == "basic"
     assert eps * (1 - 1e-9) <= spent.epsilon <= eps

@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from scipy import stats
 
 from skdpsco._design import LinearDesign
+from skdpsco._exact_sum import exact_mean_sensitivity, exact_sum_slack
 from skdpsco._mean_estimation import _sparse_mean as sm
 from skdpsco._mean_estimation._sparse_mean import (
     MAX_MEASUREMENT_ENTRIES,
@@ -98,12 +99,16 @@ def test_projection_oracle_noise_scale_in_confidence_band(noise):
     oracle = ProjectionMeanOracle(L, s, noise=noise)
     if noise == "gaussian":
         rho = 0.01
-        oracle.calibrate(n, rho)
-        assert oracle.noise_scale == pytest.approx(2 * L / n / math.sqrt(2 * rho))
+        oracle.calibrate(n, rho, (d,))
+        # 2 L / n and the exact sums' slack (test below).
+        sensitivity = exact_mean_sensitivity(L, n, d)
+        assert oracle.noise_scale == pytest.approx(sensitivity / math.sqrt(2 * rho))
     else:
         eps = 0.3
-        oracle.calibrate(n, None, epsilon=eps)
-        assert oracle.noise_scale == pytest.approx(2 * L * math.sqrt(s) / (n * eps))
+        oracle.calibrate(n, None, (d,), epsilon=eps)
+        slack = math.sqrt(d) * exact_sum_slack(L, n, d)
+        sensitivity = 2 * L * math.sqrt(s) / n + slack
+        assert oracle.noise_scale == pytest.approx(sensitivity / eps, rel=1e-12)
     # noise_scale (what the estimators report) is the scale the draws have.
     scale = oracle.noise_scale
     mean = np.zeros(d)
@@ -116,6 +121,36 @@ def test_projection_oracle_noise_scale_in_confidence_band(noise):
         # |xi| / b ~ Exp(1), so 2 sum |xi| / b ~ chi2(2d)
         assert chi2_band(2 * np.sum(np.abs(xi)) / scale, 2 * d)
         assert stats.kstest(xi / scale, "laplace").pvalue > 1e-4
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "laplace"])
+def test_projection_oracle_pays_the_exact_sums_slack(noise):
+    # Dense rows are summed exactly: the noise covers the one changed block's
+    # rounding, its grid rounding and the float steps after the integer sum
+    # (exact_sum_slack), in l2, and sqrt(p) times it in l1. Without the slack
+    # the assertions ``> ... * (1 + 1e-7)`` fail.
+    n, p, L, s = 9000, 12, 3.0, 4
+    oracle = ProjectionMeanOracle(L, s, noise=noise)
+    if noise == "gaussian":
+        oracle.calibrate(n, 0.02, (p,))
+        sensitivity, exact = oracle.mechanism_.sensitivity, 2 * L / n
+        assert sensitivity == exact_mean_sensitivity(L, n, p)
+    else:
+        oracle.calibrate(n, None, (p,), epsilon=0.4)
+        sensitivity = oracle.noise_scale * 0.4
+        exact = 2 * L * math.sqrt(s) / n
+        slack = math.sqrt(p) * exact_sum_slack(L, n, p)
+        assert sensitivity == pytest.approx(exact + slack, rel=1e-12)
+    assert sensitivity > exact * (1 + 1e-7)
+    assert sensitivity < exact * (1 + 1e-4)
+
+
+def test_l1_recovery_dense_branch_pays_the_exact_sums_slack():
+    n, p, L = 9000, 5, 2.0
+    oracle = L1RecoveryMeanOracle(L, 5).calibrate(n, 0.01, (p,))
+    assert oracle.branch_ == "dense"
+    assert oracle.mechanism_.sensitivity == exact_mean_sensitivity(L, n, p)
+    assert oracle.mechanism_.sensitivity > 2 * L / n * (1 + 1e-7)
 
 
 def test_projection_mean_noise_scale_in_confidence_band():

@@ -167,6 +167,21 @@ def _fit_projection_gd(est, problem, l2_penalty, budget, rng):
 def _fit_l1_recovery_gd(est, problem, l2_penalty, budget, rng):
     """DP-GD whose gradient mean is Gaussian l1-recovery (Algorithm 2)."""
     oracle = L1RecoveryMeanOracle(problem.lipschitz, problem.sparsity)
+    if isinstance(problem.design, DaskLinearDesign):
+        # The branch is public (n, the parameter size, the per-step budget):
+        # the compressed-sensing one measures every row against an m x d
+        # matrix, which the exact row sums of a dask design do not carry.
+        n_iter = _DEFAULT_GD_ITER if est.max_iter is None else est.max_iter
+        shape = problem.design.parameter_shape(problem.n_outputs)
+        oracle.calibrate(problem.design.n_samples, budget.rho / n_iter, shape)
+        if oracle.branch_ == "cs":
+            raise TypeError(
+                f"{type(est).__name__}: algorithm='l1_recovery_gd' takes its "
+                f"compressed-sensing branch here ({oracle.m_} measurements of "
+                f"{int(np.prod(shape))} parameters, from n, the number of "
+                "parameters and the budget per step), which does not fit dask "
+                "input; use algorithm='projection_gd', or pass the data in memory."
+            )
     return _run_gd(est, problem, oracle, budget, l2_penalty, rng)
 
 
@@ -274,13 +289,13 @@ _ALGORITHMS = registry(
         _runner(_fit_projection_gd),
         "gdp",
         requires_delta=False,
-        supports=frozenset({"max_iter"}),
+        supports=frozenset({"dask", "max_iter"}),
     ),
     Algorithm(
         "l1_recovery_gd",
         _runner(_fit_l1_recovery_gd),
         "gdp",
-        supports=frozenset({"max_iter"}),
+        supports=frozenset({"dask", "max_iter"}),
     ),
     Algorithm("bias_reduced_sgd", _runner(_fit_bias_reduced_sgd)),
     Algorithm("boosted_sgd", _runner(_fit_boosted_sgd)),

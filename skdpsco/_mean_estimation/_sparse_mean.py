@@ -29,17 +29,19 @@ import scipy.sparse as sp
 from scipy import linalg, optimize
 
 from .._constraints import project_l1_ball
+from .._exact_sum import exact_mean_sensitivity, exact_sum_slack
 from ..privacy._accounting import calibrate_analytic_gaussian
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy._params import _NON_PRIVATE
 from ..utils._validation import check_int, check_real
-from ._clipped import clip_coefficients, shrink_coefficients
-from ._oracle import GradientMeanOracle, SingleMechanismOracle
+from ._clipped import clip_coefficients, shrink_coefficients, shrink_to_caps
+from ._oracle import GradientMeanOracle, LossDerivative, SingleMechanismOracle
 
 __all__ = [
     "MAX_MEASUREMENT_ENTRIES",
     "L1RecoveryMeanOracle",
     "ProjectionMeanOracle",
+    "SparseClippedCoefficients",
     "basis_pursuit",
     "projection_mean",
     "sparse_clip_coefficients",
@@ -404,6 +406,80 @@ def _measurement_matrix(m, d, rng):
 # ------------------------------------------------------------------- oracles
 
 
+class SparseClippedCoefficients:
+    """The row-wise map ``(Z, y, caps) -> C`` of loss derivatives clipped into
+    the sparse set: ``||C_i x~_i||_2 <= L`` and ``||C_i x~_i||_1 <= L sqrt(s)``
+    (:func:`sparse_clip_coefficients`, Ghazi et al., Remark 2.1).
+
+    ``caps`` holds, per row, ``L / ||x~_i||_2`` and ``L sqrt(s) / ||x~_i||_1``
+    (:meth:`row_statistic`, ``inf`` for a zero row), made once per design from
+    both row norms (``row_norm_orders``). A scalar derivative is clipped to the
+    smaller cap (the two successive clips of :func:`sparse_clip_coefficients`);
+    a vector one is shrunk to l2 norm ``L / ||x~_i||_2``, then to l1 norm
+    ``L sqrt(s) / ||x~_i||_1``. A function of each row and public values only,
+    picklable: it runs on the workers of a dask design and on blocks of rows in
+    memory.
+
+    Parameters
+    ----------
+    loss : loss object from :mod:`skdpsco._losses`
+    norm_bound : float
+        ``L``.
+    sparsity : int
+        ``s``.
+    """
+
+    #: The statistic reads the l2 and the l1 norm of every row.
+    row_norm_orders = (2, 1)
+
+    def __init__(self, loss, norm_bound, sparsity):
+        self.loss = loss
+        self.norm_bound, self.sparsity = _check_bounds(norm_bound, sparsity)
+
+    @property
+    def statistic_key(self):
+        """What :meth:`row_statistic` depends on besides the rows."""
+        return ("sparse clip caps", self.norm_bound, self.sparsity)
+
+    def row_statistic(self, row_l2, row_l1):
+        """``[L / ||x~_i||_2, L sqrt(s) / ||x~_i||_1]`` per row, shape (n, 2)."""
+        bounds = (self.norm_bound, self.norm_bound * math.sqrt(self.sparsity))
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            return np.stack(
+                [
+                    np.where(norm > 0, bound / norm, np.inf)
+                    for bound, norm in zip(bounds, (row_l2, row_l1), strict=True)
+                ],
+                axis=1,
+            )
+
+    def __call__(self, Z, y, caps):
+        U = self.loss.derivative(Z, y)
+        # NaN (none arises from finite predictions) counts as 0.
+        U = np.where(U == U, U, 0.0)
+        if U.ndim > 1:
+            U = shrink_to_caps(U, caps[:, 0], lambda v: np.linalg.norm(v, axis=1))
+            return shrink_to_caps(U, caps[:, 1], lambda v: np.sum(np.abs(v), axis=1))
+        cap = np.minimum(caps[:, 0], caps[:, 1])
+        return np.minimum(np.maximum(U, -cap, out=U), cap, out=U)
+
+
+def _exact_sparse_sum(design, W, derivative, oracle, sample_weight):
+    """``X~^T C`` of the coefficients clipped into the sparse set, summed exactly
+    (:meth:`LinearDesign.exact_fused_sum`), or None where the design's rows are
+    summed in floating point (sparse rows) or the derivative is not a loss's."""
+    if not (
+        getattr(design, "exact_sums", False) and isinstance(derivative, LossDerivative)
+    ):
+        return None
+    coefficients = SparseClippedCoefficients(
+        derivative.loss, oracle.norm_bound, oracle.sparsity
+    )
+    return design.exact_fused_sum(
+        W, coefficients, oracle.norm_bound, derivative.y, sample_weight
+    )
+
+
 class _SparseOracleBase(SingleMechanismOracle, GradientMeanOracle):
     """Shared validation and per-sample clipping of the sparse-gradient oracles."""
 
@@ -439,7 +515,9 @@ class ProjectionMeanOracle(_SparseOracleBase):
 
     Sensitivities (replace-one, ``n`` public; the two differing clipped gradients lie
     in the same ball): l1 ``2 L sqrt(s) / n`` for the Laplace variant, l2 ``2L/n`` for
-    the Gaussian variant (Algorithm 1, Fact 2.3). Neither assumes anything of the
+    the Gaussian variant (Algorithm 1, Fact 2.3), plus the rounding of the exact
+    sums of dense rows (:func:`~skdpsco._exact_sum.exact_mean_sensitivity`; ``sqrt(p)``
+    times its l2 slack in l1 for ``p`` coordinates). Neither assumes anything of the
     rows: sparsity is enforced by the l1 clip, never read from the data. Rows that
     *are* s-sparse (after the estimator's per-row map of the features) are not
     distorted by it. For a ``(dim, K)`` parameter ``s`` counts the non-zeros of the
@@ -481,11 +559,13 @@ class ProjectionMeanOracle(_SparseOracleBase):
             turns it into ``epsilon = sqrt(2 rho)``: ``epsilon``-DP is
             ``epsilon^2 / 2``-zCDP (Bun & Steinke 2016, Prop 1.4).
         shape : tuple, optional
-            Unused: the noise has the shape of the mean.
+            Shape of the parameter: its size is the number of summed coordinates
+            of the exact sums' slack (``2^20`` where not given).
         epsilon : float, optional
             Pure-DP budget of one call (Laplace variant only), instead of ``rho``.
         """
         L, s, n = self.norm_bound, self.sparsity, int(n_samples)
+        p = 2**20 if shape is None else int(np.prod(shape))
         name = f"projection sparse mean ({self.noise})"
         if (rho is None) == (epsilon is None):
             raise ValueError("calibrate needs exactly one of rho and epsilon.")
@@ -493,8 +573,14 @@ class ProjectionMeanOracle(_SparseOracleBase):
             if epsilon is None:
                 epsilon = math.inf if math.isinf(rho) else math.sqrt(2.0 * rho)
             # l1: two clipped gradients differ by <= 2 L sqrt(s); mean over n.
+            # The exact sums' rounding (skdpsco._exact_sum, exact_sum_slack) is
+            # bounded in l2, so by at most sqrt(p) times it in l1 (Cauchy-
+            # Schwarz); its 1 + 2^-40 covers this sum's own rounding (s <= p).
+            sensitivity = 2.0 * L * math.sqrt(s) / n + math.sqrt(p) * exact_sum_slack(
+                L, n, p
+            )
             self.mechanism_ = LaplaceMechanism.from_epsilon(
-                2.0 * L * math.sqrt(s) / n, epsilon, name=name
+                sensitivity, epsilon, name=name
             )
         else:
             if epsilon is not None:
@@ -502,8 +588,13 @@ class ProjectionMeanOracle(_SparseOracleBase):
                     "The Gaussian projection mechanism cannot be pure DP: calibrate "
                     "it with a zCDP budget rho (or use noise='laplace')."
                 )
-            # l2: two clipped gradients differ by <= 2L; mean over n.
-            self.mechanism_ = GaussianMechanism.from_zcdp(2.0 * L / n, rho, name=name)
+            # l2: two clipped gradients differ by <= 2L; mean over n; plus the
+            # rounding of the exact block sums and their conversion to a float
+            # mean (skdpsco._exact_sum, exact_mean_sensitivity; Casacuberta et
+            # al. 2022, Section 4).
+            self.mechanism_ = GaussianMechanism.from_zcdp(
+                exact_mean_sensitivity(L, n, p), rho, name=name
+            )
         self.radius_ = L * math.sqrt(s)  # B_1(0, L sqrt(s)) contains the clipped mean
         self.n_samples_ = n
         return self
@@ -511,7 +602,19 @@ class ProjectionMeanOracle(_SparseOracleBase):
     def estimate(self, design, U, rng, sample_weight=None):
         """Projected noisy mean of the clipped per-sample gradients."""
         coeffs = self._clipped_coefficients(design, U, sample_weight)
-        mean = design.weighted_sum(coeffs) / self.n_samples_
+        return self._release(design.weighted_sum(coeffs), rng)
+
+    def estimate_at(self, design, W, derivative, rng, sample_weight=None):
+        """:meth:`estimate` at the iterate ``W``; dense rows (in memory or a dask
+        design) are summed exactly in one read
+        (:meth:`LinearDesign.exact_fused_sum`): the same bits in any chunking."""
+        total = _exact_sparse_sum(design, W, derivative, self, sample_weight)
+        if total is None:
+            return super().estimate_at(design, W, derivative, rng, sample_weight)
+        return self._release(total, rng)
+
+    def _release(self, total, rng):
+        mean = total / self.n_samples_
         estimate, _ = _release_projected(mean, self.mechanism_, self.radius_, rng)
         return estimate
 
@@ -527,7 +630,8 @@ class L1RecoveryMeanOracle(_SparseOracleBase):
     Prop 1.3), a utility choice that does not touch privacy. The branches:
 
     * ``d < m ln(m)^2`` or ``s >= d/2``: plain Gaussian mechanism on the clipped mean
-      (l2-sensitivity ``2L/n``).
+      (l2-sensitivity ``2L/n``, plus the exact sums' rounding on dense rows,
+      :func:`~skdpsco._exact_sum.exact_mean_sensitivity`).
     * ``m < s ln(d/s)``: the zero vector (no data used, no privacy spent).
     * otherwise: compressed sensing, below; the decoded ``z`` is returned if
       ``||z|| <= 2L``, else 0.
@@ -608,8 +712,10 @@ class L1RecoveryMeanOracle(_SparseOracleBase):
         if self.branch_ == "zero":
             self.mechanism_ = GaussianMechanism(0.0, 0.0, name=name + " (zero)")
         elif self.branch_ == "dense":
+            # 2L / n plus the exact sums' rounding (exact_mean_sensitivity), as
+            # in ProjectionMeanOracle.
             self.mechanism_ = GaussianMechanism.from_zcdp(
-                2.0 * L / n, rho, name=name + " (dense branch)"
+                exact_mean_sensitivity(L, n, d), rho, name=name + " (dense branch)"
             )
         else:  # ||clip(A g) - clip(A g')|| <= 3L for every A
             self.mechanism_ = GaussianMechanism.from_zcdp(3.0 * L / n, rho, name=name)
@@ -630,6 +736,18 @@ class L1RecoveryMeanOracle(_SparseOracleBase):
                 M = np.einsum("rkm,rk->rm", P.reshape(P.shape[0], K, m), c)
             total += _clip_rows_l2(M, 1.5 * self.norm_bound).sum(axis=0)
         return total
+
+    def estimate_at(self, design, W, derivative, rng, sample_weight=None):
+        """:meth:`estimate` at the iterate ``W``: in the zero branch no data is
+        read; in the dense one dense rows (in memory or a dask design) are
+        summed exactly (:meth:`LinearDesign.exact_fused_sum`)."""
+        if self.branch_ == "zero":
+            return np.zeros(self.shape_)
+        if self.branch_ == "dense":
+            total = _exact_sparse_sum(design, W, derivative, self, sample_weight)
+            if total is not None:
+                return self.mechanism_.release(total / self.n_samples_, rng)
+        return super().estimate_at(design, W, derivative, rng, sample_weight)
 
     def estimate(self, design, U, rng, sample_weight=None):
         """Noisy clipped-mean estimate of the per-sample gradients' mean."""

@@ -10,7 +10,11 @@ import scipy.sparse as sp
 from scipy import stats
 
 from skdpsco._design import LinearDesign
-from skdpsco._exact_sum import exact_mean_sensitivity, exact_sum_slack
+from skdpsco._exact_sum import (
+    exact_mean_sensitivity,
+    exact_sum_slack,
+    float_sum_error,
+)
 from skdpsco._mean_estimation import _sparse_mean as sm
 from skdpsco._mean_estimation._sparse_mean import (
     MAX_MEASUREMENT_ENTRIES,
@@ -143,6 +147,15 @@ def test_projection_oracle_pays_the_exact_sums_slack(noise):
         assert sensitivity == pytest.approx(exact + slack, rel=1e-12)
     assert sensitivity > exact * (1 + 1e-7)
     assert sensitivity < exact * (1 + 1e-4)
+
+
+def test_float_summed_rows_pay_twice_the_float_sum_error():
+    # Sparse rows keep float sums: each neighbour's rounding counts.
+    n, p, L = 9000, 12, 3.0
+    oracle = ProjectionMeanOracle(L, 4, exact_sums=False).calibrate(n, 0.02, (p,))
+    slack = 2 * float_sum_error(L, n)
+    assert oracle.mechanism_.sensitivity == pytest.approx(2 * L / n + slack, 1e-15)
+    assert oracle.mechanism_.sensitivity > 2 * L / n * (1 + 1e-9)
 
 
 def test_l1_recovery_dense_branch_pays_the_exact_sums_slack():

@@ -160,13 +160,17 @@ def _run_gd(est, problem, oracle, budget, l2_penalty, rng):
 def _fit_projection_gd(est, problem, l2_penalty, budget, rng):
     """DP-GD whose gradient mean is the projection mechanism (Algorithm 1)."""
     noise = "gaussian" if budget.delta > 0 else "laplace"
-    oracle = ProjectionMeanOracle(problem.lipschitz, problem.sparsity, noise)
+    oracle = ProjectionMeanOracle(
+        problem.lipschitz, problem.sparsity, noise, problem.design.exact_sums
+    )
     return _run_gd(est, problem, oracle, budget, l2_penalty, rng)
 
 
 def _fit_l1_recovery_gd(est, problem, l2_penalty, budget, rng):
     """DP-GD whose gradient mean is Gaussian l1-recovery (Algorithm 2)."""
-    oracle = L1RecoveryMeanOracle(problem.lipschitz, problem.sparsity)
+    oracle = L1RecoveryMeanOracle(
+        problem.lipschitz, problem.sparsity, exact_sums=problem.design.exact_sums
+    )
     if isinstance(problem.design, DaskLinearDesign):
         # The branch is public (n, the parameter size, the per-step budget):
         # the compressed-sensing one measures every row against an m x d

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from scipy import linalg, optimize
 
 from .._constraints import project_l1_ball
-from .._exact_sum import exact_mean_sensitivity, exact_sum_slack
+from .._exact_sum import exact_mean_sensitivity, exact_sum_slack, float_sum_error
 from ..privacy._accounting import calibrate_analytic_gaussian
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy._params import _NON_PRIVATE
@@ -469,7 +469,9 @@ def _exact_sparse_sum(design, W, derivative, oracle, sample_weight):
     (:meth:`LinearDesign.exact_fused_sum`), or None where the design's rows are
     summed in floating point (sparse rows) or the derivative is not a loss's."""
     if not (
-        getattr(design, "exact_sums", False) and isinstance(derivative, LossDerivative)
+        oracle.exact_sums
+        and getattr(design, "exact_sums", False)
+        and isinstance(derivative, LossDerivative)
     ):
         return None
     coefficients = SparseClippedCoefficients(
@@ -480,11 +482,31 @@ def _exact_sparse_sum(design, W, derivative, oracle, sample_weight):
     )
 
 
+def _summation_slack(exact_sums, norm_bound, n_samples, n_coordinates):
+    """What the summation adds to the l2 sensitivity ``2 L / n`` of a mean of rows
+    with ``||C_i x~_i||_2 <= L``: the exact sums' ``exact_sum_slack``, or twice a
+    float sum's error bound ``float_sum_error`` (a float sum's rounding differs
+    between neighbours; Casacuberta et al. 2022, Section 4)."""
+    if exact_sums:
+        return exact_sum_slack(norm_bound, n_samples, n_coordinates)
+    return 2.0 * float_sum_error(norm_bound, n_samples)
+
+
+def _mean_sensitivity(exact_sums, norm_bound, n_samples, n_coordinates):
+    """l2 sensitivity of the computed mean: ``2 L / n`` and the summation's
+    slack (:func:`_summation_slack`)."""
+    if exact_sums:
+        return exact_mean_sensitivity(norm_bound, n_samples, n_coordinates)
+    slack = _summation_slack(False, norm_bound, n_samples, n_coordinates)
+    return 2.0 * norm_bound / max(int(n_samples), 1) + slack
+
+
 class _SparseOracleBase(SingleMechanismOracle, GradientMeanOracle):
     """Shared validation and per-sample clipping of the sparse-gradient oracles."""
 
-    def __init__(self, norm_bound=1.0, sparsity=1):
+    def __init__(self, norm_bound=1.0, sparsity=1, exact_sums=True):
         self.norm_bound, self.sparsity = _check_bounds(norm_bound, sparsity)
+        self.exact_sums = bool(exact_sums)
 
     def _clipped_coefficients(self, design, U, sample_weight):
         # Every per-sample gradient c_i (outer) x~_i then has ||.||_2 <= L and
@@ -532,6 +554,11 @@ class ProjectionMeanOracle(_SparseOracleBase):
         and the K outputs counted).
     noise : {"gaussian", "laplace"}, default="gaussian"
         ``"laplace"`` is pure DP: calibrate it with ``epsilon``.
+    exact_sums : bool, default=True
+        Whether the design's rows are summed exactly (dense rows,
+        :meth:`LinearDesign.exact_fused_sum`) or in floating point (sparse
+        rows): a public fact that fixes the summation's slack in the
+        sensitivity.
 
     References
     ----------
@@ -539,8 +566,8 @@ class ProjectionMeanOracle(_SparseOracleBase):
        Gradients", Algorithm 1, Lemma 3.1, Theorems 3.2-3.3.
     """
 
-    def __init__(self, norm_bound=1.0, sparsity=1, noise="gaussian"):
-        super().__init__(norm_bound, sparsity)
+    def __init__(self, norm_bound=1.0, sparsity=1, noise="gaussian", exact_sums=True):
+        super().__init__(norm_bound, sparsity, exact_sums)
         if noise not in ("gaussian", "laplace"):
             raise ValueError(f"noise must be 'gaussian' or 'laplace', got {noise!r}.")
         self.noise = noise
@@ -573,12 +600,12 @@ class ProjectionMeanOracle(_SparseOracleBase):
             if epsilon is None:
                 epsilon = math.inf if math.isinf(rho) else math.sqrt(2.0 * rho)
             # l1: two clipped gradients differ by <= 2 L sqrt(s); mean over n.
-            # The exact sums' rounding (skdpsco._exact_sum, exact_sum_slack) is
-            # bounded in l2, so by at most sqrt(p) times it in l1 (Cauchy-
-            # Schwarz); its 1 + 2^-40 covers this sum's own rounding (s <= p).
-            sensitivity = 2.0 * L * math.sqrt(s) / n + math.sqrt(p) * exact_sum_slack(
-                L, n, p
-            )
+            # The summation's rounding (exact_sum_slack, or twice
+            # float_sum_error) is bounded in l2, so by at most sqrt(p) times it
+            # in l1 (Cauchy-Schwarz); its 1 + 2^-40 covers this sum's own
+            # rounding (s <= p).
+            slack = _summation_slack(self.exact_sums, L, n, p)
+            sensitivity = 2.0 * L * math.sqrt(s) / n + math.sqrt(p) * slack
             self.mechanism_ = LaplaceMechanism.from_epsilon(
                 sensitivity, epsilon, name=name
             )
@@ -589,11 +616,10 @@ class ProjectionMeanOracle(_SparseOracleBase):
                     "it with a zCDP budget rho (or use noise='laplace')."
                 )
             # l2: two clipped gradients differ by <= 2L; mean over n; plus the
-            # rounding of the exact block sums and their conversion to a float
-            # mean (skdpsco._exact_sum, exact_mean_sensitivity; Casacuberta et
-            # al. 2022, Section 4).
+            # rounding of the sums (exact_mean_sensitivity for exact block sums,
+            # skdpsco._exact_sum; Casacuberta et al. 2022, Section 4).
             self.mechanism_ = GaussianMechanism.from_zcdp(
-                exact_mean_sensitivity(L, n, p), rho, name=name
+                _mean_sensitivity(self.exact_sums, L, n, p), rho, name=name
             )
         self.radius_ = L * math.sqrt(s)  # B_1(0, L sqrt(s)) contains the clipped mean
         self.n_samples_ = n
@@ -665,6 +691,8 @@ class L1RecoveryMeanOracle(_SparseOracleBase):
     solver : {"auto", "linprog", "douglas_rachford"}, default="auto"
     max_iter : int, default=500
         Douglas-Rachford iterations per decoding.
+    exact_sums : bool, default=True
+        As in :class:`ProjectionMeanOracle` (the dense branch's slack).
 
     References
     ----------
@@ -684,8 +712,9 @@ class L1RecoveryMeanOracle(_SparseOracleBase):
         max_entries=MAX_MEASUREMENT_ENTRIES,
         solver="auto",
         max_iter=500,
+        exact_sums=True,
     ):
-        super().__init__(norm_bound, sparsity)
+        super().__init__(norm_bound, sparsity, exact_sums)
         self.measurement_constant = check_real(
             measurement_constant, "measurement_constant", low=0, low_open=True
         )
@@ -715,7 +744,9 @@ class L1RecoveryMeanOracle(_SparseOracleBase):
             # 2L / n plus the exact sums' rounding (exact_mean_sensitivity), as
             # in ProjectionMeanOracle.
             self.mechanism_ = GaussianMechanism.from_zcdp(
-                exact_mean_sensitivity(L, n, d), rho, name=name + " (dense branch)"
+                _mean_sensitivity(self.exact_sums, L, n, d),
+                rho,
+                name=name + " (dense branch)",
             )
         else:  # ||clip(A g) - clip(A g')|| <= 3L for every A
             self.mechanism_ = GaussianMechanism.from_zcdp(3.0 * L / n, rho, name=name)

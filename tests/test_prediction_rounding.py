@@ -23,7 +23,11 @@ from skdpsco._exact_sum import BLOCK_ROWS
 from skdpsco._losses import get_loss
 from skdpsco._solvers import _objective_perturbation as objp
 from skdpsco._solvers import _output_perturbation as outp
-from skdpsco._solvers._certified import EXTENDED_UNIT, prediction_error
+from skdpsco._solvers._certified import (
+    EXTENDED_UNIT,
+    derivative_error,
+    prediction_error,
+)
 from skdpsco._solvers._output_perturbation import (
     certificate_floor,
     gradient_error_bound,
@@ -222,3 +226,66 @@ def test_objective_perturbation_plan_covers_the_predictions_at_d_5000():
     mu = plan.constants["mu_J"]
     # gamma / 2 (the certified distance) is at least the floor, 8 E / mu of it.
     assert plan.constants["certify_tol"] >= 8.0 * predictions / mu
+
+
+def _exact_softmax_minus_onehot(z, y):
+    from decimal import Decimal, localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = 60
+        e = [Decimal(float(v)).exp() for v in z]
+        total = sum(e)
+        p = [v / total for v in e]
+        p[y] -= 1
+        return np.array([float(v) for v in p])
+
+
+@pytest.mark.parametrize("K", [1, 3, 7])
+def test_derivative_error_covers_the_coefficients_evaluation(K):
+    """The coefficients ``expit(z) - y`` / ``softmax(z) - e_y`` computed from
+    given predictions err by at most ``(K + 8) u`` in l2 (the multiple of ``G =
+    R`` the certificate adds per row, :func:`derivative_error`), measured
+    against 60-digit decimals on scores that make the subtraction and the
+    normalisation round."""
+    rng = np.random.default_rng(K)
+    n = 400
+    scores = np.concatenate(
+        [rng.normal(scale=s, size=(n // 4, max(K, 2))) for s in (0.1, 1, 10, 40)]
+    )
+    loss = get_loss("multinomial" if K > 1 else "logistic")
+    if K == 1:
+        z, y = scores[:, 0], rng.integers(0, 2, size=scores.shape[0]).astype(float)
+        computed = loss.derivative(z, y)[:, None]
+        exact = np.array(
+            [
+                _exact_softmax_minus_onehot([0.0, v], int(t))[1:]
+                for v, t in zip(z, y, strict=True)
+            ]
+        )
+        # expit(z) - y is the second entry of softmax([0, z]) - e_y: the same.
+    else:
+        y = rng.integers(0, K, size=scores.shape[0])
+        computed = loss.derivative(scores, y)
+        exact = np.array(
+            [_exact_softmax_minus_onehot(s, t) for s, t in zip(scores, y, strict=True)]
+        )
+    worst = float(np.max(np.linalg.norm(computed - exact, axis=1)))
+    bound = derivative_error(1.0, K)
+    assert bound == (K + 8) * U * (1.0 + 2.0**-40)
+    assert 0.0 < worst <= bound
+
+
+def test_plans_add_the_derivative_error():
+    """Both certified plans carry ``(K + 8) u G``: removing it fails here."""
+    n, d = 50, 3
+    design = LinearDesign(np.zeros((n, d)), True)
+    for K in (1, 3):
+        G = 2.0
+        base = objp._gradient_error(design, G, (d + 1) * K, 0.0, 0.0, 0.0)
+        summed = objp.summation_error(design, G, (d + 1) * K)
+        rest = base - summed - 2.01 * U * G - prediction_error(d + 1, 0.0, 0.0)
+        assert rest == pytest.approx(derivative_error(G, K), rel=1e-9)
+        out = gradient_error_bound(design, G, (d + 1) * K, K)
+        assert out - outp.summation_error(design, G, (d + 1) * K) - 2.01 * U * G == (
+            pytest.approx(derivative_error(G, K), rel=1e-9)
+        )

@@ -110,7 +110,7 @@ def _fit_output_perturbation(est, problem, l2_penalty, budget, rng):
         tol=est.tol,
         max_iter=est.max_iter,
         gradient_error=gradient_error_bound(
-            problem.design, gradient_bound, problem.n_params
+            problem.design, gradient_bound, problem.n_params, problem.n_outputs
         ),
     )
     result = output_perturbation(

@@ -88,6 +88,7 @@ __all__ = [
     "CertifiedResult",
     "certified_minimize",
     "certified_minimize_fixed",
+    "derivative_error",
     "prediction_error",
 ]
 
@@ -100,6 +101,38 @@ _ROUNDING_FACTOR = 64.0
 #: predictions are accumulated (:func:`prediction_error`): public, a property of
 #: the machine, ``2^-53`` where ``longdouble`` is float64.
 EXTENDED_UNIT = float(np.finfo(np.longdouble).eps) / 2.0
+
+
+def derivative_error(gradient_bound, n_outputs=1):
+    """Public l2 bound on what evaluating the coefficients ``phi'(z_i, y_i)``
+    from given predictions adds to a mean gradient ``(1/n) sum_i phi' x~_i``.
+
+    The derivative is a subtraction (squared loss, Huber's clip cannot increase
+    the error), ``expit`` (an ``exp`` within one unit, an addition and a
+    division) or a softmax (``K`` exponentials, their sum, a division): a
+    coefficient errs in l2 by at most ``(K + 8) u`` (``u = 2^-53``; Higham 2002,
+    Lemma 3.1) times ``|phi'|`` for the subtraction (a clip is 1-Lipschitz) or
+    times ``1`` for ``expit`` and the softmax, whose public per-example gradient
+    bound is ``G = R >= ||x~_i||`` (``sqrt(2) R`` for ``K`` outputs). Either way a
+    row's contribution errs by at most ``(K + 8) u G``, and so does their mean
+    (triangle inequality). The
+    predictions' own rounding is :func:`prediction_error`; the sum's, the exact
+    or float summation error.
+
+    Parameters
+    ----------
+    gradient_bound : float
+        ``G``.
+    n_outputs : int, default=1
+        ``K``, the outputs of ``phi'``.
+
+    Returns
+    -------
+    float
+        ``(K + 8) u G (1 + 2^-40)``; the last factor covers its own evaluation.
+    """
+    u = 2.0**-53
+    return (float(n_outputs) + 8.0) * u * float(gradient_bound) * (1.0 + 2.0**-40)
 
 
 def prediction_error(n_terms, smoothness, coef_norm):

@@ -67,7 +67,12 @@ from ..privacy._mechanisms import (
     grid_gaussian_sigma,
 )
 from ..utils._validation import check_real
-from ._certified import _ROUNDING_FACTOR, certified_minimize_fixed, prediction_error
+from ._certified import (
+    _ROUNDING_FACTOR,
+    certified_minimize_fixed,
+    derivative_error,
+    prediction_error,
+)
 from ._mirror_descent import (
     RowDerivative,
     gradient_sum,
@@ -512,14 +517,17 @@ def _gradient_error(design, bound, n_params, noise_norm, smoothness, r_max):
     every block's rounding and grid rounding of the exact sums, or the float
     sum's error), its predictions' rounding at the certified point, which lies
     in ``C`` (:func:`~._certified.prediction_error`: ``gamma_dim beta R_max``,
-    the stored rows clipped to ``R_z``) and the two additions of ``G / n`` and
-    ``2 c w`` (``2.01 u`` of ``G`` and of ``||G|| / n``; the penalty's share is
-    in the relative margin).
+    the stored rows clipped to ``R_z``), the coefficients' evaluation from
+    those predictions (:func:`~._certified.derivative_error`, ``K = n_params /
+    dim`` outputs) and the two additions of ``G / n`` and ``2 c w`` (``2.01 u``
+    of ``G`` and of ``||G|| / n``; the penalty's share is in the relative
+    margin).
     """
     u = 2.0**-53
     return (
         summation_error(design, bound, n_params)
         + prediction_error(design.dim, smoothness, r_max)
+        + derivative_error(bound, max(1, n_params // design.dim))
         + 2.01 * u * (bound + noise_norm)
     )
 

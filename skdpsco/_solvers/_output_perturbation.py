@@ -45,7 +45,7 @@ from .._design import summation_error
 from ..privacy._accounting import gaussian_rho_budget
 from ..privacy._mechanisms import GaussianMechanism, LaplaceMechanism
 from ..utils._validation import check_real
-from ._certified import certified_minimize_fixed, prediction_error
+from ._certified import certified_minimize_fixed, derivative_error, prediction_error
 from ._result import SolverResult
 
 __all__ = [
@@ -240,15 +240,21 @@ def certificate_floor(lipschitz, smoothness, l2_penalty, gradient_error=0.0):
     return 16.0 * (relative + float(gradient_error)) / lam
 
 
-def gradient_error_bound(design, gradient_bound, n_params):
+def gradient_error_bound(design, gradient_bound, n_params, n_outputs=1):
     """Public bound ``E`` on ``||computed grad F(w) - grad F(w)||_2``
     (:mod:`._certified`): the data term's summation error for rows with
     ``||phi' x~_i||_2 <= G`` (:func:`~skdpsco._design.summation_error`: every
     block's rounding and grid rounding of exact sums, or ``gamma_n G`` for float
-    sums) and the addition of the penalty's gradient (``2.01 u G``; its own
-    share is in the relative margin)."""
+    sums), the evaluation of the ``n_outputs`` coefficients from the predictions
+    (:func:`~._certified.derivative_error`) and the addition of the penalty's
+    gradient (``2.01 u G``; its own share is in the relative margin). The
+    predictions' rounding is added by :func:`plan_output_perturbation`."""
     G = float(gradient_bound)
-    return summation_error(design, G, n_params) + 2.01 * 2.0**-53 * G
+    return (
+        summation_error(design, G, n_params)
+        + derivative_error(G, n_outputs)
+        + 2.01 * 2.0**-53 * G
+    )
 
 
 def certified_iteration_budget(*, lipschitz, smoothness, l2_penalty, tol_w):

@@ -185,11 +185,11 @@ def test_extreme_records_stay_within_the_public_row_bound(algorithm, monkeypatch
     worst = []
     exact_fused_sum = LinearDesign.exact_fused_sum
 
-    def checked(self, W, coefficients, bound, y, sample_weight=None):
+    def checked(self, W, coefficients, bound, y, sample_weight=None, **kwargs):
         X = np.hstack([self.X, np.ones((self.n_samples, 1))])
         C = coefficients(X @ W, y)
         worst.append(float(np.max(np.abs(C) * np.linalg.norm(X, axis=1)) / bound))
-        return exact_fused_sum(self, W, coefficients, bound, y, sample_weight)
+        return exact_fused_sum(self, W, coefficients, bound, y, sample_weight, **kwargs)
 
     monkeypatch.setattr(LinearDesign, "exact_fused_sum", checked)
     rng = np.random.default_rng(8)

@@ -9,6 +9,7 @@ from skdpsco._constraints import project_l1_ball, project_l2_ball
 from skdpsco._solvers._certified import (
     _residual_certificate,
     certified_minimize,
+    certified_minimize_fixed,
 )
 from skdpsco.exceptions import CertificationError
 
@@ -241,3 +242,31 @@ def test_matrix_parameters_and_input_validation():
         args = {"mu": 1.0, "smoothness": 1.0, "tol": 1e-3, "max_iter": 5} | kwargs
         with pytest.raises(ValueError):
             certified_minimize(vg, None, w0=np.zeros((6, 3)), **args)
+
+
+def test_the_final_step_reads_the_certificate_gradient():
+    # F(w) = ||w - a||^2 / 2 (mu = H = 1). The iterations' gradient errs by e
+    # (as float64 predictions may, by gamma_dim H W, beyond the certificate's
+    # error bound E = 0); the certificate gradient is exact. The iterates stop
+    # at a - e; the final step reads the certificate gradient, so w+ = a and
+    # the residual v = H (x - w+) + grad F(w+) - g vanishes (the float64 g gave
+    # ||v|| = ||e|| = 1e-8 > tol: a failure the iteration budget does not pay).
+    a = np.array([0.75, -0.5, 0.25])
+    e = np.array([6e-9, 0.0, -8e-9])
+
+    def value_and_grad(w):
+        return 0.0, w - a + e
+
+    result = certified_minimize_fixed(
+        value_and_grad,
+        None,
+        w0=np.zeros(3),
+        mu=1.0,
+        smoothness=1.0,
+        tol=1e-10,
+        n_iter=3,
+        certificate_gradient=lambda w: w - a,
+    )
+    assert result.converged
+    np.testing.assert_array_equal(result.w, a)
+    assert result.distance_bound <= 1e-10

@@ -128,8 +128,8 @@ def test_prediction_error_uses_the_platform_extended_unit():
 
 def test_the_certificate_alone_reads_extended_predictions(monkeypatch):
     # A certified output-perturbation solve on dense rows (exact sums) and on
-    # CSR rows (float sums): extended predictions are computed once per solve,
-    # for the certificate's gradient, and the iterations' are float64.
+    # CSR rows (float sums): extended predictions are computed twice per solve,
+    # for the final step and the certificate's gradient; the iterations' are float64.
     calls = []
     original = design_module.extended_predictions
 
@@ -163,7 +163,7 @@ def test_the_certificate_alone_reads_extended_predictions(monkeypatch):
             radius=1.0,
             gradient_bound=bound,
         )
-        assert sum(calls) == n and plan.max_iter > 10
+        assert sum(calls) == 2 * n and plan.max_iter > 10
         assert np.all(np.isfinite(w)) and np.linalg.norm(w) <= 1.0 + 1e-12
 
 

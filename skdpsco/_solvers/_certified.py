@@ -72,8 +72,10 @@ extended unit ``u_ld`` (``2^-64`` on x86-64, 2048 times below ``u``; ``u``
 itself where ``longdouble`` is float64), plus ``u`` for the final rounding and
 ``u`` for the intercept's float64 product. At ``k = 10^6`` that is ``5.4e-14``
 instead of ``1.1e-10``: the floor the term puts under the certified distance
-stays that of the summation. The iterations' gradients keep float64 BLAS
-products (``g`` needs no bound).
+stays that of the summation. The final step's ``g = grad F(w)`` is read the
+same way: any ``g`` keeps the bound valid, but ``v`` holds ``g`` as it holds
+``grad F(w+)``, so a public iteration count certifies only while both are within
+``E``. The iterations' gradients keep float64 BLAS products.
 """
 
 import math
@@ -226,7 +228,8 @@ def _residual_certificate(
     """``(w+, grad F(w+), distance bound)`` of the residual certificate at ``w``;
     ``gradient_error`` is the public bound ``E`` on the absolute error of the
     computed ``grad F(w+)`` (by ``certificate_grad``, else ``grad``; module
-    docstring). ``g`` needs no bound: the step used it."""
+    docstring). Any ``g`` gives a valid bound (the step used it); the iteration
+    budgets' no-failure argument needs ``g`` within ``E`` too."""
     step = g / H
     np.subtract(w, step, out=step)
     w_plus = project(step)
@@ -453,8 +456,9 @@ def certified_minimize_fixed(
         the certificate reads (module docstring); added to the residual.
     certificate_gradient : callable, optional
         ``w -> grad F(w)`` for that one gradient, the ``gradient_error`` is
-        for (e.g. its predictions in extended precision, :func:`prediction_error`);
-        the iterations keep ``value_and_grad``. Default: ``value_and_grad``'s.
+        for (e.g. its predictions in extended precision, :func:`prediction_error`),
+        also read at the last iterate for the final step; the iterations keep
+        ``value_and_grad``. Default: ``value_and_grad``'s.
 
     Returns
     -------
@@ -492,8 +496,12 @@ def certified_minimize_fixed(
         def certificate_grad(w):
             return np.asarray(certificate_gradient(w), dtype=float)
 
+    # The step's g is read like grad F(w+): v holds g + grad F(w+), and the
+    # iteration budget's rate argument lets each err by at most E, not by the
+    # float64 products' gamma_dim H W (prediction_error).
+    g = (grad if certificate_grad is None else certificate_grad)(x)
     w_plus, _, bound = _residual_certificate(
-        grad, project, x, grad(x), H, mu, gradient_error, certificate_grad
+        grad, project, x, g, H, mu, gradient_error, certificate_grad
     )
     converged = bool(bound <= tol)
     if raise_on_failure and not converged:

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _dask_data import chunkings, raw_data
 
 from skdpsco import (
     GaussianWidthDPRegressor,
@@ -16,25 +17,12 @@ from skdpsco import (
 )
 
 da = pytest.importorskip("dask.array")
-dd = pytest.importorskip("dask.dataframe")
-pd = pytest.importorskip("pandas")
 
 N = 20_000
 
 
 def _data(n=N):
-    """Raw-unit columns (offsets and scales far from standardised), heavy tails."""
-    rng = np.random.default_rng(3)
-    Z = rng.standard_normal((n, 4))
-    X = Z * np.array([1.0, 10.0, 100.0, 0.1]) + np.array([0.0, 5.0, -50.0, 1.0])
-    X[:, 0] *= np.exp(rng.standard_normal(n))  # heavy-tailed column
-    signal = Z @ np.array([1.0, -0.5, 0.25, 0.0])
-    targets = {
-        "reg": 150.0 + 30.0 * signal + 10.0 * rng.standard_t(3, n),
-        "binary": (signal + 0.5 * rng.standard_normal(n) > 0).astype(int),
-        "three": np.digitize(signal + 0.5 * rng.standard_normal(n), [-0.5, 0.5]),
-    }
-    return X, targets
+    return raw_data(n, 3, [1.0, -0.5, 0.25, 0.0])
 
 
 #: (estimator, target, parameters): every supported estimator x algorithm.
@@ -46,16 +34,7 @@ CASES = [
 
 
 def _chunkings(X, y):
-    """Aligned to the 4096-row blocks, ragged (and split across columns), and a
-    dask DataFrame with a Series target."""
-    yield "aligned", da.from_array(X, chunks=(8192, 4)), da.from_array(y, chunks=8192)
-    yield "ragged", da.from_array(X, chunks=(3001, 3)), da.from_array(y, chunks=5003)
-    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
-    yield (
-        "dataframe",
-        dd.from_pandas(frame, npartitions=3),
-        dd.from_pandas(pd.Series(y, name="y"), npartitions=3),
-    )
+    return chunkings(X, y)
 
 
 def _fit(Est, X, y, **params):

@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from _dask_data import chunkings, raw_data
 
 from skdpsco import GaussianWidthDPClassifier, GaussianWidthDPRegressor
 from skdpsco._design import LinearDesign
@@ -16,39 +17,17 @@ from skdpsco._exact_sum import BLOCK_ROWS, exact_sum_error
 from skdpsco._solvers._certified import certified_minimize_fixed
 
 da = pytest.importorskip("dask.array")
-dd = pytest.importorskip("dask.dataframe")
-pd = pytest.importorskip("pandas")
 
 #: Two full blocks and a tail: every chunking below crosses a block boundary.
 N = 9000
 
 
 def _data(n=N):
-    """Raw-unit columns (offsets and scales far from standardised), heavy tails."""
-    rng = np.random.default_rng(3)
-    Z = rng.standard_normal((n, 5))
-    X = Z * np.array([1.0, 10.0, 100.0, 0.1, 3.0]) + np.array([0, 5, -50, 1, 2.0])
-    X[:, 0] *= np.exp(rng.standard_normal(n))
-    signal = Z @ np.array([1.0, -0.5, 0.25, 0.0, 0.3])
-    targets = {
-        "reg": 150.0 + 30.0 * signal + 10.0 * rng.standard_t(3, n),
-        "binary": (signal + 0.5 * rng.standard_normal(n) > 0).astype(int),
-        "three": np.digitize(signal + 0.5 * rng.standard_normal(n), [-0.5, 0.5]),
-    }
-    return X, targets
+    return raw_data(n, 3, [1.0, -0.5, 0.25, 0.0, 0.3])
 
 
 def _chunkings(X, y):
-    """Aligned to the 4096-row blocks, ragged (and split across columns), and a
-    dask DataFrame with a Series target."""
-    yield "aligned", da.from_array(X, chunks=(4096, 5)), da.from_array(y, chunks=8192)
-    yield "ragged", da.from_array(X, chunks=(3001, 3)), da.from_array(y, chunks=5003)
-    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
-    yield (
-        "dataframe",
-        dd.from_pandas(frame, npartitions=3),
-        dd.from_pandas(pd.Series(y, name="y"), npartitions=3),
-    )
+    return chunkings(X, y, aligned_rows=4096)
 
 
 def _params(Est, algorithm, scaling):

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _dask_data import chunkings, raw_data
 
 from skdpsco import HeavyTailedDPLogistic, HeavyTailedDPRidge
 from skdpsco._dask_design import DaskLinearDesign
@@ -14,38 +15,16 @@ from skdpsco._solvers._sgd import PoissonSchedule
 from skdpsco.privacy._discrete import SecureGenerator
 
 da = pytest.importorskip("dask.array")
-dd = pytest.importorskip("dask.dataframe")
-pd = pytest.importorskip("pandas")
 
 N, D = 9000, 5
 
 
 def _data(n=N):
-    """Raw-unit columns (offsets and scales far from standardised), heavy tails."""
-    rng = np.random.default_rng(11)
-    Z = rng.standard_normal((n, D))
-    X = Z * np.array([1.0, 10.0, 100.0, 0.1, 3.0]) + np.array([0, 5, -50, 1, 2])
-    X[:, 0] *= np.exp(rng.standard_normal(n))
-    signal = Z @ np.array([1.0, -0.5, 0.25, 0.5, 0.0])
-    targets = {
-        "reg": 150.0 + 30.0 * signal + 10.0 * rng.standard_t(3, n),
-        "binary": (signal + 0.5 * rng.standard_normal(n) > 0).astype(int),
-        "three": np.digitize(signal + 0.5 * rng.standard_normal(n), [-0.5, 0.5]),
-    }
-    return X, targets
+    return raw_data(n, 11, [1.0, -0.5, 0.25, 0.5, 0.0])
 
 
 def _chunkings(X, y):
-    """Aligned to the 4096-row blocks, ragged (crossing the blocks, split across
-    columns), and a dask DataFrame with a Series target."""
-    yield "aligned", da.from_array(X, chunks=(8192, D)), da.from_array(y, chunks=8192)
-    yield "ragged", da.from_array(X, chunks=(3001, 3)), da.from_array(y, chunks=5003)
-    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(D)])
-    yield (
-        "dataframe",
-        dd.from_pandas(frame, npartitions=3),
-        dd.from_pandas(pd.Series(y, name="y"), npartitions=3),
-    )
+    return chunkings(X, y)
 
 
 def _fit(Est, X, y, sample_weight=None, **params):
